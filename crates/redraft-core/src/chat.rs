@@ -1,0 +1,183 @@
+//! The proposer port: chat messages, requests, responses and the [`ChatProvider`] trait.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Who wrote a chat message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: String,
+}
+
+impl Message {
+    pub fn system(content: impl Into<String>) -> Self {
+        Self { role: Role::System, content: content.into() }
+    }
+    pub fn user(content: impl Into<String>) -> Self {
+        Self { role: Role::User, content: content.into() }
+    }
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self { role: Role::Assistant, content: content.into() }
+    }
+}
+
+/// What a proposer is asked for one attempt.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatRequest {
+    pub messages: Vec<Message>,
+    /// Sampling temperature. By default, the provider's own default.
+    pub temperature: Option<f32>,
+    /// Upper bound on output tokens. By default, the provider's own default.
+    pub max_tokens: Option<u32>,
+}
+
+impl ChatRequest {
+    /// Characters across all messages (for token estimates).
+    pub fn chars(&self) -> usize {
+        self.messages.iter().map(|m| m.content.chars().count()).sum()
+    }
+}
+
+/// Token counts reported by a provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// Why the proposer stopped producing text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// A natural stop.
+    Stop,
+    /// Cut off at `max_tokens`.
+    Length,
+    /// Anything else the provider reported.
+    #[serde(untagged)]
+    Other(String),
+}
+
+impl FinishReason {
+    /// Parse a provider's finish reason (`stop`, `length`, `max_tokens`, `end_turn`, …).
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "stop" | "end_turn" | "stop_sequence" | "eos" => FinishReason::Stop,
+            "length" | "max_tokens" | "model_length" => FinishReason::Length,
+            other => FinishReason::Other(other.to_owned()),
+        }
+    }
+}
+
+/// A proposer's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatResponse {
+    /// The text, verbatim.
+    pub text: String,
+    /// Token usage when the provider reported it.
+    pub usage: Option<Usage>,
+    pub finish_reason: Option<FinishReason>,
+    /// Cost the proposer reported itself (command proposers); otherwise computed from prices.
+    pub cost_usd: Option<f64>,
+}
+
+impl ChatResponse {
+    /// A response with only text.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self { text: text.into(), usage: None, finish_reason: None, cost_usd: None }
+    }
+}
+
+/// A proposer that answers chat requests: an LLM API, a scripted mock, a command.
+#[async_trait::async_trait]
+pub trait ChatProvider: Send + Sync + fmt::Debug {
+    /// The `provider/model` name, as users write it.
+    fn name(&self) -> &str;
+
+    /// Answer one request. Transport failures are returned as classified errors; retrying
+    /// them is the caller's decision (see [`crate::retry`]).
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError>;
+}
+
+/// A proposer failed to answer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProviderError {
+    /// The server could not be reached.
+    #[error("cannot connect to `{url}`: {message}")]
+    Connect { url: String, message: String },
+    /// The request took too long.
+    #[error("the request to `{url}` timed out")]
+    Timeout { url: String },
+    /// HTTP 429.
+    #[error("rate limited by `{url}`{}", retry_after.map(|d| format!(" (retry after {}s)", d.as_secs_f64())).unwrap_or_default())]
+    RateLimited { url: String, retry_after: Option<Duration> },
+    /// Any other non-success HTTP status.
+    #[error("`{url}` answered HTTP {status}: {body}")]
+    Status { url: String, status: u16, body: String },
+    /// HTTP 401/403.
+    #[error("`{url}` refused the credentials (HTTP {status})\nhint: check that the API key variable (`{key_env}`) is set and valid")]
+    Unauthorized { url: String, status: u16, key_env: String },
+    /// The answer could not be understood.
+    #[error("`{url}` sent an answer redraft cannot read: {message}")]
+    InvalidResponse { url: String, message: String },
+    /// A scripted provider has no reply left.
+    #[error("the script `{script}` has no reply left for attempt {call} (it holds {len})")]
+    ScriptExhausted { script: String, call: usize, len: usize },
+    /// The proposer failed in a way that is not about transport.
+    #[error("{message}")]
+    Failed { message: String },
+}
+
+impl ProviderError {
+    /// Whether retrying the same request may succeed: connection errors, timeouts, 429, 5xx.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ProviderError::Connect { .. } | ProviderError::Timeout { .. } | ProviderError::RateLimited { .. } => true,
+            ProviderError::Status { status, .. } => *status >= 500 || *status == 408,
+            _ => false,
+        }
+    }
+
+    /// The delay the server asked for, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ProviderError::RateLimited { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_transient_errors() {
+        let url = String::from("http://x");
+        assert!(ProviderError::Status { url: url.clone(), status: 503, body: String::new() }.is_transient());
+        assert!(ProviderError::RateLimited { url: url.clone(), retry_after: None }.is_transient());
+        assert!(!ProviderError::Status { url: url.clone(), status: 400, body: String::new() }.is_transient());
+        assert!(!ProviderError::Unauthorized { url, status: 401, key_env: "K".into() }.is_transient());
+    }
+
+    #[test]
+    fn finish_reasons() {
+        assert_eq!(FinishReason::parse("length"), FinishReason::Length);
+        assert_eq!(FinishReason::parse("max_tokens"), FinishReason::Length);
+        assert_eq!(FinishReason::parse("end_turn"), FinishReason::Stop);
+        assert_eq!(FinishReason::parse("content_filter"), FinishReason::Other("content_filter".into()));
+    }
+}

@@ -1,0 +1,605 @@
+//! The loop as a state machine that decides and does no IO.
+//!
+//! The runner asks [`Engine::next`] what to do, carries it out (calls the proposer, runs the
+//! evaluators, measures time) and reports back with [`Engine::settle`]. Time comes in as
+//! values; nothing here sleeps, reads a clock or draws random numbers.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::canonical::{artifact_sha256, canonical_json};
+use crate::chat::{ChatRequest, ChatResponse, Message};
+use crate::escalation::{RunFacts, escalate};
+use crate::extract::{self, Repair, Route};
+use crate::issue::{Issue, Score, Verdict, codes};
+use crate::policy::{Ceilings, HaltReason, PlanError, Policy};
+use crate::price::{Price, estimate_tokens};
+use crate::prompt::{Feedback, FirstPrompt, FreshPrompt, PriorAttempt, PromptStyle, Prompts, Strategy, Templates, pretty, skeleton};
+use crate::record::{AttemptRecord, AttemptStatus, Metrics, RunErrorReport, RunResult, RunStatus, Validation};
+
+/// What is asked.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    pub prompt: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// A JSON object available to templates and evaluators.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Value>,
+}
+
+impl Task {
+    /// A task with only a prompt.
+    pub fn new(prompt: impl Into<String>) -> Self {
+        Self { prompt: prompt.into(), system: None, context: None }
+    }
+}
+
+impl From<&str> for Task {
+    fn from(prompt: &str) -> Self {
+        Task::new(prompt)
+    }
+}
+
+impl From<String> for Task {
+    fn from(prompt: String) -> Self {
+        Task::new(prompt)
+    }
+}
+
+/// What is evaluated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// A JSON value extracted from the raw text. The default.
+    #[default]
+    Structured,
+    /// The raw text itself (as a JSON string).
+    Text,
+}
+
+/// Everything a run needs to decide, fixed before the first attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub task: Task,
+    /// The proposer's `provider/model` name (for prices and messages).
+    pub model: String,
+    pub policy: Policy,
+    pub ceilings: Ceilings,
+    pub mode: Mode,
+    /// The JSON Schema shown to the proposer, if any.
+    pub schema: Option<Value>,
+    /// An example instance; by default a skeleton is generated from the schema.
+    pub example: Option<Value>,
+    pub prompt_style: PromptStyle,
+    pub strategy: Strategy,
+    pub templates: Templates,
+    /// Longest echo of a previous submission in feedback. By default, 4000 characters.
+    pub feedback_max_chars: usize,
+    pub temperature: Option<f32>,
+    pub max_tokens: Option<u32>,
+    /// The proposer's price; needed for `cost_usd` and budgets.
+    pub price: Option<Price>,
+    /// Whether any evaluator grades on a scale (lowers the default threshold to 0.9).
+    pub scoring: bool,
+}
+
+impl Plan {
+    /// A plan with every default for `task` proposed by `model`.
+    pub fn new(task: Task, model: impl Into<String>) -> Self {
+        Self {
+            task,
+            model: model.into(),
+            policy: Policy::default(),
+            ceilings: Ceilings::default(),
+            mode: Mode::Structured,
+            schema: None,
+            example: None,
+            prompt_style: PromptStyle::Both,
+            strategy: Strategy::Conversation,
+            templates: Templates::default(),
+            feedback_max_chars: 4000,
+            temperature: None,
+            max_tokens: None,
+            price: None,
+            scoring: false,
+        }
+    }
+}
+
+/// What the engine wants next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    /// Make attempt `iteration` with this request.
+    Attempt { iteration: u32, request: ChatRequest },
+    /// Stop.
+    Halt(HaltReason),
+}
+
+/// The artifact found in a proposer's text, or why there is none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub artifact: Option<Value>,
+    pub extraction: Option<Route>,
+    pub repairs: Vec<Repair>,
+    /// The `invalid_json` issue when no artifact was found.
+    pub issue: Option<Issue>,
+}
+
+/// Why an attempt in flight was stopped from outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interruption {
+    WallTime,
+    Cancelled,
+}
+
+/// How an attempt ended, as the runner observed it.
+#[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // one per attempt, moved once
+pub enum AttemptEnd {
+    /// The proposer answered and the artifact (if any) was evaluated. `verdict` is `None`
+    /// when the candidate has no artifact.
+    Answered { response: ChatResponse, candidate: Candidate, verdict: Option<Verdict> },
+    /// `attempt_timeout` elapsed.
+    TimedOut,
+    /// Wall time or cancellation stopped the attempt; the run halts.
+    Interrupted(Interruption),
+    /// Transport failures persisted (or were permanent); the run halts.
+    ProviderFailed { message: String },
+}
+
+/// An attempt's outcome, reported to [`Engine::settle`].
+#[derive(Debug, Clone)]
+pub struct AttemptOutcome {
+    pub iteration: u32,
+    /// Characters of the request (for token estimates).
+    pub request_chars: usize,
+    pub wall_ms: u64,
+    pub end: AttemptEnd,
+}
+
+#[derive(Debug)]
+struct Seen {
+    key: String,
+    first: u32,
+    count: u32,
+}
+
+/// The loop's state: history, best-so-far, the conversation, and the halt decision.
+#[derive(Debug)]
+pub struct Engine {
+    plan: Plan,
+    prompts: Prompts,
+    threshold: f64,
+    first_prompt: String,
+    schema_text: Option<String>,
+    schema_shown: bool,
+    conversation: Vec<Message>,
+    prior: Vec<PriorAttempt>,
+    history: Vec<AttemptRecord>,
+    seen: Vec<Seen>,
+    best: Option<usize>,
+    stale: u32,
+    halt: Option<HaltReason>,
+    error: Option<RunErrorReport>,
+}
+
+impl Engine {
+    /// Check the plan and prepare the first prompt.
+    pub fn new(plan: Plan) -> Result<Self, PlanError> {
+        plan.policy.validate(&plan.ceilings)?;
+        if plan.policy.max_budget_usd.is_some() && plan.price.is_none() {
+            return Err(PlanError::BudgetWithoutPrice { model: plan.model.clone() });
+        }
+        let prompts = Prompts::new(&plan.templates)?;
+        let structured = plan.mode == Mode::Structured;
+        let schema_text = plan.schema.as_ref().filter(|_| structured).map(pretty);
+        let show_schema = matches!(plan.prompt_style, PromptStyle::Schema | PromptStyle::Both);
+        let show_example = matches!(plan.prompt_style, PromptStyle::Example | PromptStyle::Both);
+        let example = match (&plan.example, &plan.schema) {
+            (Some(e), _) => Some(pretty(e)),
+            (None, Some(s)) => Some(pretty(&skeleton(s))),
+            (None, None) => None,
+        }
+        .filter(|_| show_example && structured);
+        let first_schema = schema_text.clone().filter(|_| show_schema);
+        let schema_shown = first_schema.is_some();
+        let first_prompt = prompts.first(&FirstPrompt {
+            prompt: &plan.task.prompt,
+            context: plan.task.context.as_ref().filter(|c| !c.is_null()).map(pretty),
+            structured,
+            schema: first_schema,
+            example,
+        })?;
+        // Render the feedback and fresh templates once now so that an override naming an
+        // unknown variable fails before anything is sent.
+        let probe = PriorAttempt::new(1, "{}", 10, vec![Issue::new("/x", "type", "probe")], Some(1));
+        prompts.feedback(&Feedback { attempt: 2, max_attempts: 3, previous: 1, structured, prior: &probe, schema: schema_text.clone() })?;
+        prompts.fresh(&FreshPrompt { first: &first_prompt, attempt: 2, max_attempts: 3, structured, prior: std::slice::from_ref(&probe) })?;
+        let threshold = plan.policy.threshold(plan.scoring);
+        Ok(Self {
+            conversation: vec![Message::user(first_prompt.clone())],
+            plan,
+            prompts,
+            threshold,
+            first_prompt,
+            schema_text,
+            schema_shown,
+            prior: Vec::new(),
+            history: Vec::new(),
+            seen: Vec::new(),
+            best: None,
+            stale: 0,
+            halt: None,
+            error: None,
+        })
+    }
+
+    /// The plan this engine runs.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Attempts so far.
+    pub fn history(&self) -> &[AttemptRecord] {
+        &self.history
+    }
+
+    /// The success threshold in force.
+    pub fn threshold(&self) -> f64 {
+        self.threshold
+    }
+
+    /// The halt decision, once made.
+    pub fn halted(&self) -> Option<HaltReason> {
+        self.halt
+    }
+
+    /// Stop the run from outside (a user's cancel) between attempts.
+    pub fn cancel(&mut self) {
+        self.halt.get_or_insert(HaltReason::Cancelled);
+    }
+
+    /// USD spent so far (attempts with a known cost).
+    pub fn spent_usd(&self) -> f64 {
+        self.history.iter().filter_map(|a| a.cost_usd).sum()
+    }
+
+    /// The request for the next attempt, as it would be sent.
+    pub fn request(&self) -> ChatRequest {
+        let mut messages = Vec::new();
+        if let Some(system) = &self.plan.task.system {
+            messages.push(Message::system(system.clone()));
+        }
+        match self.plan.strategy {
+            Strategy::Conversation => messages.extend(self.conversation.iter().cloned()),
+            Strategy::Fresh => messages.push(Message::user(self.fresh_prompt())),
+        }
+        ChatRequest { messages, temperature: self.plan.temperature, max_tokens: self.plan.max_tokens }
+    }
+
+    fn fresh_prompt(&self) -> String {
+        if self.prior.is_empty() {
+            return self.first_prompt.clone();
+        }
+        let ctx = FreshPrompt {
+            first: &self.first_prompt,
+            attempt: self.next_iteration(),
+            max_attempts: self.plan.policy.max_iterations,
+            structured: self.plan.mode == Mode::Structured,
+            prior: &self.prior,
+        };
+        self.prompts.fresh(&ctx).unwrap_or_else(|e| format!("{}\n\n({e})", self.first_prompt))
+    }
+
+    fn next_iteration(&self) -> u32 {
+        self.history.len() as u32 + 1
+    }
+
+    /// The estimated cost of the next attempt: its prompt at ceil(chars/4) tokens, and as
+    /// many output tokens as the longest answer so far (before any answer: `max_tokens`,
+    /// at most 1024).
+    pub fn estimate_next_cost(&self, request: &ChatRequest) -> Option<f64> {
+        let price = self.plan.price?;
+        let tokens_in = estimate_tokens(request.chars());
+        let tokens_out = self
+            .history
+            .iter()
+            .map(|a| a.tokens_out)
+            .max()
+            .unwrap_or_else(|| u64::from(self.plan.max_tokens.unwrap_or(1024).min(1024)));
+        Some(price.cost(tokens_in, tokens_out))
+    }
+
+    /// Decide what happens next, `elapsed` since the run started.
+    pub fn next(&mut self, elapsed: Duration) -> Next {
+        if let Some(h) = self.halt {
+            return Next::Halt(h);
+        }
+        let policy = &self.plan.policy;
+        if self.history.len() as u32 >= policy.max_iterations {
+            return self.stop(HaltReason::MaxIterations);
+        }
+        if policy.max_wall_time.is_some_and(|limit| elapsed >= limit) {
+            return self.stop(HaltReason::WallTime);
+        }
+        let request = self.request();
+        if let Some(budget) = policy.max_budget_usd
+            && let Some(estimate) = self.estimate_next_cost(&request)
+            && self.spent_usd() + estimate > budget
+        {
+            return self.stop(HaltReason::Budget);
+        }
+        Next::Attempt { iteration: self.next_iteration(), request }
+    }
+
+    fn stop(&mut self, reason: HaltReason) -> Next {
+        self.halt = Some(reason);
+        Next::Halt(reason)
+    }
+
+    /// Find the artifact in a proposer's text: extracted JSON in structured mode, the text
+    /// itself in text mode.
+    pub fn candidate(&self, raw: &str) -> Candidate {
+        match self.plan.mode {
+            Mode::Text => Candidate { artifact: Some(Value::String(raw.to_owned())), extraction: None, repairs: Vec::new(), issue: None },
+            Mode::Structured => match extract::extract(raw) {
+                Ok(found) => Candidate { artifact: Some(found.value), extraction: Some(found.route), repairs: found.repairs, issue: None },
+                Err(no) => Candidate {
+                    artifact: None,
+                    extraction: None,
+                    repairs: Vec::new(),
+                    issue: Some(Issue::new("", codes::INVALID_JSON, no.to_string())),
+                },
+            },
+        }
+    }
+
+    /// Record an attempt and decide whether the run halts; when it goes on, the feedback for
+    /// the next attempt is prepared. Returns the attempt's record when one was made.
+    pub fn settle(&mut self, outcome: AttemptOutcome) -> Option<&AttemptRecord> {
+        if self.halt.is_some() {
+            return None;
+        }
+        let iteration = self.next_iteration();
+        let record = match outcome.end {
+            AttemptEnd::ProviderFailed { message } => {
+                self.error = Some(RunErrorReport { code: codes::PROVIDER_ERROR.to_owned(), message });
+                self.halt = Some(HaltReason::ProviderError);
+                return None;
+            }
+            AttemptEnd::Interrupted(why) => {
+                let (reason, code, message) = match why {
+                    Interruption::WallTime => (HaltReason::WallTime, codes::WALL_TIME, "the run's wall time ran out during this attempt"),
+                    Interruption::Cancelled => (HaltReason::Cancelled, codes::CANCELLED, "the run was cancelled during this attempt"),
+                };
+                self.halt = Some(reason);
+                self.failed_record(iteration, outcome.wall_ms, Issue::new("", code, message))
+            }
+            AttemptEnd::TimedOut => {
+                let limit = crate::duration::format(self.plan.policy.attempt_timeout);
+                let issue = Issue::new("", codes::TIMEOUT, format!("the attempt took longer than {limit} and was stopped"));
+                self.failed_record(iteration, outcome.wall_ms, issue)
+            }
+            AttemptEnd::Answered { response, candidate, verdict } => {
+                self.answered_record(iteration, outcome.request_chars, outcome.wall_ms, response, candidate, verdict)
+            }
+        };
+        self.push(record);
+        self.history.last()
+    }
+
+    fn failed_record(&self, iteration: u32, wall_ms: u64, issue: Issue) -> AttemptRecord {
+        AttemptRecord {
+            iteration,
+            status: AttemptStatus::Error,
+            raw: String::new(),
+            artifact: None,
+            extraction: None,
+            repairs: Vec::new(),
+            score: Score::ZERO,
+            issues: vec![issue],
+            tokens_in: 0,
+            tokens_out: 0,
+            tokens_estimated: false,
+            cost_usd: Some(0.0).filter(|_| self.plan.price.is_some()),
+            wall_ms,
+            finish_reason: None,
+            repeat_of: None,
+        }
+    }
+
+    fn answered_record(
+        &mut self,
+        iteration: u32,
+        request_chars: usize,
+        wall_ms: u64,
+        response: ChatResponse,
+        candidate: Candidate,
+        verdict: Option<Verdict>,
+    ) -> AttemptRecord {
+        let (tokens_in, tokens_out, tokens_estimated) = match response.usage {
+            Some(u) => (u.input_tokens, u.output_tokens, false),
+            None => (estimate_tokens(request_chars), estimate_tokens(response.text.chars().count()), true),
+        };
+        let cost_usd = response.cost_usd.or_else(|| self.plan.price.map(|p| p.cost(tokens_in, tokens_out)));
+        let (status, score, issues) = match (&candidate.artifact, verdict) {
+            (Some(_), Some(v)) => {
+                let ok = v.score.get() >= self.threshold && !v.issues.iter().any(Issue::is_error);
+                (if ok { AttemptStatus::Accepted } else { AttemptStatus::Rejected }, v.score, v.issues)
+            }
+            (Some(_), None) => (AttemptStatus::Accepted, Score::ONE, Vec::new()),
+            (None, _) => (AttemptStatus::InvalidJson, Score::ZERO, candidate.issue.into_iter().collect()),
+        };
+        let key = match &candidate.artifact {
+            Some(a) => canonical_json(a),
+            None => format!("raw:{}", response.text),
+        };
+        let repeat_of = match self.seen.iter_mut().find(|s| s.key == key) {
+            Some(s) => {
+                s.count += 1;
+                Some(s.first)
+            }
+            None => {
+                self.seen.push(Seen { key, first: iteration, count: 1 });
+                None
+            }
+        };
+        AttemptRecord {
+            iteration,
+            status,
+            raw: response.text,
+            artifact: candidate.artifact,
+            extraction: candidate.extraction,
+            repairs: candidate.repairs,
+            score,
+            issues,
+            tokens_in,
+            tokens_out,
+            tokens_estimated,
+            cost_usd,
+            wall_ms,
+            finish_reason: response.finish_reason,
+            repeat_of,
+        }
+    }
+
+    fn push(&mut self, record: AttemptRecord) {
+        let best_score = self.best.and_then(|i| self.history.get(i)).map(|b| b.score);
+        let has_artifact = record.artifact.is_some();
+        let improved = has_artifact && best_score.is_none_or(|b| record.score > b);
+        if has_artifact && best_score.is_none_or(|b| record.score >= b) {
+            self.best = Some(self.history.len());
+        }
+        self.stale = if improved { 0 } else { self.stale + 1 };
+        let repeats = record
+            .repeat_of
+            .and_then(|first| self.seen.iter().find(|s| s.first == first))
+            .map_or(0, |s| s.count);
+        let policy = &self.plan.policy;
+        let decision = if record.status == AttemptStatus::Accepted {
+            Some(HaltReason::Success)
+        } else if policy.repeat_limit > 0 && repeats >= policy.repeat_limit {
+            Some(HaltReason::Stagnation)
+        } else if policy.patience > 0 && self.stale >= policy.patience {
+            Some(HaltReason::Patience)
+        } else if self.history.len() as u32 + 1 >= policy.max_iterations {
+            Some(HaltReason::MaxIterations)
+        } else {
+            None
+        };
+        if self.halt.is_none() {
+            self.halt = decision;
+        }
+        if self.halt.is_none() {
+            self.prepare_feedback(&record);
+        }
+        self.history.push(record);
+    }
+
+    fn prepare_feedback(&mut self, record: &AttemptRecord) {
+        let structured = self.plan.mode == Mode::Structured;
+        let echo = match &record.artifact {
+            Some(Value::String(s)) if !structured => s.clone(),
+            Some(a) => pretty(a),
+            None => record.raw.clone(),
+        };
+        let mut prior = PriorAttempt::new(record.iteration, &echo, self.plan.feedback_max_chars, record.issues.clone(), record.repeat_of);
+        prior.timed_out = record.status == AttemptStatus::Error;
+        match self.plan.strategy {
+            Strategy::Fresh => self.prior.push(prior),
+            Strategy::Conversation => {
+                if record.status == AttemptStatus::Error {
+                    // Nothing was answered: send the same conversation again.
+                    return;
+                }
+                let schema = if self.schema_shown { None } else { self.schema_text.clone() };
+                self.schema_shown |= schema.is_some();
+                let ctx = Feedback {
+                    attempt: record.iteration + 1,
+                    max_attempts: self.plan.policy.max_iterations,
+                    previous: record.iteration,
+                    structured,
+                    prior: &prior,
+                    schema,
+                };
+                let text = self.prompts.feedback(&ctx).unwrap_or_else(|e| fallback_feedback(&ctx, &e.to_string()));
+                self.conversation.push(Message::assistant(record.raw.clone()));
+                self.conversation.push(Message::user(text));
+            }
+        }
+    }
+
+    /// The index in the history of the best attempt: highest score, ties to the latest,
+    /// among attempts that produced an artifact.
+    pub fn best(&self) -> Option<&AttemptRecord> {
+        self.best.and_then(|i| self.history.get(i))
+    }
+
+    /// Build the result of the run (SPEC 3).
+    pub fn finish(mut self, run_id: &str, elapsed: Duration) -> RunResult {
+        let halted = *self.halt.get_or_insert(HaltReason::Cancelled);
+        let status = if halted == HaltReason::Success { RunStatus::Succeeded } else { RunStatus::Failed };
+        let best = self.best();
+        let validation = match best.or(self.history.last()) {
+            Some(a) => Validation {
+                score: a.score,
+                passed: a.status == AttemptStatus::Accepted,
+                issues: a.issues.clone(),
+            },
+            None => Validation { score: Score::ZERO, passed: false, issues: Vec::new() },
+        };
+        let artifact = best.and_then(|b| b.artifact.clone());
+        let best_iteration = best.map(|b| b.iteration);
+        let metrics = Metrics {
+            wall_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            tokens_in: self.history.iter().map(|a| a.tokens_in).sum(),
+            tokens_out: self.history.iter().map(|a| a.tokens_out).sum(),
+            tokens_estimated: self.history.iter().any(|a| a.tokens_estimated),
+            cost_usd: if self.history.is_empty() {
+                self.plan.price.map(|_| 0.0)
+            } else {
+                self.history.iter().map(|a| a.cost_usd).sum()
+            },
+        };
+        let escalation = (status == RunStatus::Failed).then(|| {
+            escalate(
+                &self.history,
+                RunFacts {
+                    halted_because: halted,
+                    max_iterations: self.plan.policy.max_iterations,
+                    max_tokens: self.plan.max_tokens,
+                    max_budget_usd: self.plan.policy.max_budget_usd,
+                    error: self.error.as_ref(),
+                },
+            )
+        });
+        RunResult {
+            run_id: run_id.to_owned(),
+            status,
+            halted_because: halted,
+            artifact_sha256: artifact.as_ref().map(artifact_sha256),
+            artifact,
+            validation,
+            iterations: self.history.len() as u32,
+            best_iteration,
+            best_score: best.map(|b| b.score),
+            best_ref: best_iteration.map(|i| format!("{run_id}/{i}")),
+            metrics,
+            escalation,
+            error: self.error,
+            history: self.history,
+        }
+    }
+}
+
+fn fallback_feedback(ctx: &Feedback<'_>, error: &str) -> String {
+    let mut text = format!("Attempt {} of {}.\n\nYour previous answer was rejected:\n", ctx.attempt, ctx.max_attempts);
+    for (i, issue) in ctx.prior.issues.iter().enumerate() {
+        text.push_str(&format!("{}. {}: {} [{}]\n", i + 1, issue.path, issue.message, issue.code));
+    }
+    text.push_str(&format!("\n(the feedback template failed: {error})\n\nReturn only the corrected answer."));
+    text
+}

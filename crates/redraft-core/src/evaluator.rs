@@ -1,0 +1,66 @@
+//! The evaluator port: something independent of the proposer that judges an artifact.
+
+use std::fmt;
+
+use serde_json::Value;
+
+use crate::issue::{Issue, Verdict, codes};
+
+/// What an evaluator is given.
+#[derive(Debug, Clone, Copy)]
+pub struct EvalInput<'a> {
+    /// The artifact: an extracted JSON value, or a JSON string holding the raw text.
+    pub artifact: &'a Value,
+    /// The task's context object (`Value::Null` when none was given).
+    pub context: &'a Value,
+    /// The attempt number, from 1.
+    pub iteration: u32,
+}
+
+/// Judges artifacts. A rejection is `Ok` with `passed == false`; `Err` means the evaluator
+/// itself broke, which the loop records as an `evaluator_error` issue.
+#[async_trait::async_trait]
+pub trait Evaluator: Send + Sync + fmt::Debug {
+    /// A short name used to tag issues and in logs (`schema`, `check`, …).
+    fn name(&self) -> &str;
+
+    /// Whether this evaluator grades on a scale (which lowers the default threshold to 0.9).
+    /// By default, false.
+    fn scoring(&self) -> bool {
+        false
+    }
+
+    /// The JSON Schema this evaluator enforces, shown to the proposer. By default, none.
+    fn schema(&self) -> Option<&Value> {
+        None
+    }
+
+    /// Judge one artifact.
+    async fn evaluate(&self, input: EvalInput<'_>) -> Result<Verdict, EvaluatorError>;
+}
+
+/// An evaluator could not judge.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EvaluatorError {
+    #[error("evaluator `{evaluator}` failed: {message}")]
+    Failed { evaluator: String, message: String },
+    #[error("evaluator `{evaluator}` timed out")]
+    Timeout { evaluator: String },
+}
+
+impl EvaluatorError {
+    /// The issue that stands for this failure in the attempt's verdict.
+    pub fn to_issue(&self) -> Issue {
+        Issue::new("", codes::EVALUATOR_ERROR, self.to_string())
+    }
+}
+
+/// Combine several evaluators' outcomes into one verdict: a broken evaluator contributes a
+/// failed verdict with an `evaluator_error` issue.
+pub fn combine(outcomes: impl IntoIterator<Item = Result<Verdict, EvaluatorError>>) -> Verdict {
+    Verdict::combine(outcomes.into_iter().map(|o| match o {
+        Ok(v) => v,
+        Err(e) => Verdict::from_issues(vec![e.to_issue()]),
+    }))
+}

@@ -1,0 +1,188 @@
+//! Issues: one problem found in an artifact, and verdicts: an evaluator's judgement.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// How serious an issue is. An issue without a severity counts as an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+    Info,
+}
+
+/// Well-known issue codes. Codes are an open set (`rule:city_matches`), so they are strings.
+pub mod codes {
+    pub const INVALID_JSON: &str = "invalid_json";
+    pub const EVALUATOR_ERROR: &str = "evaluator_error";
+    pub const TIMEOUT: &str = "timeout";
+    pub const WALL_TIME: &str = "wall_time";
+    pub const CANCELLED: &str = "cancelled";
+    pub const PROVIDER_ERROR: &str = "provider_error";
+    pub const CHECK: &str = "check";
+    pub const DESERIALIZE: &str = "deserialize";
+}
+
+/// One problem found in an artifact.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Issue {
+    /// A JSON Pointer (`/fills/0/city`, empty for the whole artifact) or `file:line[:col]`.
+    pub path: String,
+    /// A short machine word: `required`, `type`, `rule:city_matches`, `invalid_json`, …
+    pub code: String,
+    /// What is wrong, in words a model (and a person) can act on.
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub severity: Option<Severity>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found: Option<Value>,
+}
+
+impl Issue {
+    /// An error-severity issue at `path` with `code` and `message`.
+    pub fn new(path: impl Into<String>, code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            code: code.into(),
+            message: message.into(),
+            severity: None,
+            expected: None,
+            found: None,
+        }
+    }
+
+    /// Set the severity.
+    pub fn with_severity(mut self, severity: Severity) -> Self {
+        self.severity = Some(severity);
+        self
+    }
+
+    /// Whether this issue blocks success (no severity means error).
+    pub fn is_error(&self) -> bool {
+        matches!(self.severity, None | Some(Severity::Error))
+    }
+}
+
+/// A score in `[0, 1]`.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(try_from = "f64", into = "f64")]
+pub struct Score(f64);
+
+impl Score {
+    pub const ZERO: Score = Score(0.0);
+    pub const ONE: Score = Score(1.0);
+
+    /// A score, or `None` when `value` is outside `[0, 1]` or not a number.
+    pub fn new(value: f64) -> Option<Self> {
+        (0.0..=1.0).contains(&value).then_some(Score(value))
+    }
+
+    /// The score as a number.
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+impl TryFrom<f64> for Score {
+    type Error = String;
+    fn try_from(value: f64) -> Result<Self, Self::Error> {
+        Score::new(value).ok_or_else(|| format!("score `{value}` is not in [0, 1]"))
+    }
+}
+
+impl From<Score> for f64 {
+    fn from(score: Score) -> f64 {
+        score.0
+    }
+}
+
+impl std::fmt::Display for Score {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// An evaluator's judgement of one artifact.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub score: Score,
+    pub passed: bool,
+    pub issues: Vec<Issue>,
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+    #[serde(default)]
+    pub wall_ms: u64,
+}
+
+impl Verdict {
+    /// A passing verdict with score 1.0 and no issues.
+    pub fn pass() -> Self {
+        Self { score: Score::ONE, passed: true, issues: Vec::new(), cost_usd: None, wall_ms: 0 }
+    }
+
+    /// A pass/fail verdict from issues: passed with score 1.0 when no issue is an error,
+    /// else failed with score 0.0.
+    pub fn from_issues(issues: Vec<Issue>) -> Self {
+        let passed = !issues.iter().any(Issue::is_error);
+        let score = if passed { Score::ONE } else { Score::ZERO };
+        Self { score, passed, issues, cost_usd: None, wall_ms: 0 }
+    }
+
+    /// Combine the verdicts of several evaluators: the score is the minimum, the run passes
+    /// when all pass, issues are concatenated, costs summed (unknown when any is unknown).
+    /// No verdict at all is a pass.
+    pub fn combine(verdicts: impl IntoIterator<Item = Verdict>) -> Verdict {
+        let mut out = Verdict::pass();
+        let mut any_cost = false;
+        let mut cost = 0.0;
+        for v in verdicts {
+            if v.score < out.score {
+                out.score = v.score;
+            }
+            out.passed &= v.passed;
+            out.issues.extend(v.issues);
+            out.wall_ms = out.wall_ms.max(v.wall_ms);
+            if let Some(c) = v.cost_usd {
+                any_cost = true;
+                cost += c;
+            }
+        }
+        out.cost_usd = any_cost.then_some(cost);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn combine_takes_minimum_score_and_all_pass() {
+        let a = Verdict { score: Score::new(0.8).unwrap_or(Score::ZERO), passed: true, ..Verdict::pass() };
+        let b = Verdict::from_issues(vec![Issue::new("/a", "type", "wrong")]);
+        let c = Verdict::combine([a.clone(), b]);
+        assert_eq!(c.score, Score::ZERO);
+        assert!(!c.passed);
+        assert_eq!(c.issues.len(), 1);
+        let d = Verdict::combine([a, Verdict::pass()]);
+        assert_eq!(d.score.get(), 0.8);
+        assert!(d.passed);
+        assert!(Verdict::combine([]).passed);
+    }
+
+    #[test]
+    fn score_rejects_out_of_range() {
+        assert!(Score::new(1.5).is_none());
+        assert!(Score::new(f64::NAN).is_none());
+        assert!(serde_json::from_str::<Score>("2.0").is_err());
+    }
+
+    #[test]
+    fn warnings_do_not_fail() {
+        let v = Verdict::from_issues(vec![Issue::new("", "style", "meh").with_severity(Severity::Warning)]);
+        assert!(v.passed);
+    }
+}

@@ -1,0 +1,37 @@
+//! The words of redraft and the loop that decides.
+//!
+//! Key design decision: this crate does no IO. The loop is a state machine
+//! ([`engine::Engine`]) that *decides* — what to send next, whether an answer passes, when
+//! to halt, what to tell the proposer, what to tell a person on failure — while the runner
+//! in the `redraft` crate *acts*: it calls proposers and evaluators through the port traits
+//! defined here ([`ChatProvider`], [`Evaluator`]), measures time and sleeps. Time and
+//! randomness come in as values, so every decision is a pure function of the history and
+//! can be tested without a clock or a network.
+
+pub mod canonical;
+pub mod chat;
+pub mod duration;
+pub mod engine;
+pub mod escalation;
+pub mod evaluator;
+pub mod issue;
+pub mod policy;
+pub mod price;
+pub mod prompt;
+pub mod record;
+pub mod retry;
+
+/// JSON extraction from free-form model text (re-exported from `redraft-extract`).
+pub mod extract {
+    pub use redraft_extract::*;
+}
+
+pub use chat::{ChatProvider, ChatRequest, ChatResponse, FinishReason, Message, ProviderError, Role, Usage};
+pub use engine::{AttemptEnd, AttemptOutcome, Candidate, Engine, Interruption, Mode, Next, Plan, Task};
+pub use evaluator::{EvalInput, Evaluator, EvaluatorError};
+pub use issue::{Issue, Score, Severity, Verdict, codes};
+pub use policy::{Ceilings, HaltReason, PlanError, Policy};
+pub use price::Price;
+pub use prompt::{PromptStyle, Strategy, Templates};
+pub use record::{AttemptRecord, AttemptStatus, Escalation, Metrics, RecurringIssue, RunErrorReport, RunResult, RunStatus, Validation};
+pub use retry::{RetryDecision, RetryPolicy};

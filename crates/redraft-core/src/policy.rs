@@ -1,0 +1,203 @@
+//! The halting rules of a run and the reasons a run stops.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::duration::serde_human;
+
+/// Why a run stopped. Exactly one per run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HaltReason {
+    Success,
+    MaxIterations,
+    Patience,
+    Budget,
+    WallTime,
+    Stagnation,
+    ProviderError,
+    Cancelled,
+}
+
+impl HaltReason {
+    /// The word used in results and logs (`max_iterations`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HaltReason::Success => "success",
+            HaltReason::MaxIterations => "max_iterations",
+            HaltReason::Patience => "patience",
+            HaltReason::Budget => "budget",
+            HaltReason::WallTime => "wall_time",
+            HaltReason::Stagnation => "stagnation",
+            HaltReason::ProviderError => "provider_error",
+            HaltReason::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for HaltReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The halting rules. Every field has the SPEC's default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Policy {
+    /// Attempts at most. By default, 3.
+    pub max_iterations: u32,
+    /// Score at or above which an attempt without error issues succeeds. By default, 1.0 for
+    /// pass/fail evaluators and 0.9 when any scoring evaluator is used.
+    pub success_threshold: Option<f64>,
+    /// Halt after this many consecutive attempts that do not improve the best score.
+    /// By default, 0 (off).
+    pub patience: u32,
+    /// Halt before an attempt whose estimated cost would take spending past this.
+    /// By default, off.
+    pub max_budget_usd: Option<f64>,
+    /// Halt (cancelling the attempt in flight) after this much time. By default, off.
+    #[serde(with = "serde_human::option")]
+    pub max_wall_time: Option<Duration>,
+    /// An attempt taking longer counts as `error` with a `timeout` issue. By default, 120 s.
+    #[serde(with = "serde_human")]
+    pub attempt_timeout: Duration,
+    /// Halt with `stagnation` when the same artifact is proposed this many times; 0 is off.
+    /// By default, 2.
+    pub repeat_limit: u32,
+    /// Retries of transport failures per attempt; they do not count as attempts. By default, 2.
+    pub transport_retries: u32,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            max_iterations: 3,
+            success_threshold: None,
+            patience: 0,
+            max_budget_usd: None,
+            max_wall_time: None,
+            attempt_timeout: Duration::from_secs(120),
+            repeat_limit: 2,
+            transport_retries: 2,
+        }
+    }
+}
+
+/// Upper bounds a server or config puts on what a request may ask for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ceilings {
+    pub max_iterations: u32,
+}
+
+impl Default for Ceilings {
+    fn default() -> Self {
+        Self { max_iterations: 20 }
+    }
+}
+
+impl Policy {
+    /// Check every field, naming the field and the fix in the error.
+    pub fn validate(&self, ceilings: &Ceilings) -> Result<(), PlanError> {
+        if self.max_iterations == 0 {
+            return Err(PlanError::invalid("max_iterations", "0", "must be at least 1"));
+        }
+        if self.max_iterations > ceilings.max_iterations {
+            return Err(PlanError::invalid(
+                "max_iterations",
+                &self.max_iterations.to_string(),
+                &format!("must be at most {}", ceilings.max_iterations),
+            ));
+        }
+        if let Some(t) = self.success_threshold
+            && !(0.0..=1.0).contains(&t)
+        {
+            return Err(PlanError::invalid("success_threshold", &t.to_string(), "must be in [0, 1]"));
+        }
+        if let Some(b) = self.max_budget_usd
+            && (!b.is_finite() || b <= 0.0)
+        {
+            return Err(PlanError::invalid("max_budget_usd", &b.to_string(), "must be a positive number of USD"));
+        }
+        if self.attempt_timeout.is_zero() {
+            return Err(PlanError::invalid("attempt_timeout", "0s", "must be longer than zero"));
+        }
+        if self.max_wall_time.is_some_and(|d| d.is_zero()) {
+            return Err(PlanError::invalid("max_wall_time", "0s", "must be longer than zero"));
+        }
+        if self.repeat_limit == 1 {
+            return Err(PlanError::invalid(
+                "repeat_limit",
+                "1",
+                "must be 0 (off) or at least 2: it counts how often the same artifact may appear",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The success threshold in force: the configured one, else 1.0 for pass/fail
+    /// evaluators and 0.9 when a scoring evaluator is used.
+    pub fn threshold(&self, scoring: bool) -> f64 {
+        self.success_threshold.unwrap_or(if scoring { 0.9 } else { 1.0 })
+    }
+}
+
+/// A run cannot start as described.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    #[error("`{key}` = `{value}` is invalid: it {rule}")]
+    Invalid { key: String, value: String, rule: String },
+    #[error(
+        "a budget (`max_budget_usd`) is set but the price of `{model}` is unknown\nhint: add its price to the config:\n\n[models.\"{model}\"]\ninput_usd_per_mtok = 0.15\noutput_usd_per_mtok = 0.60"
+    )]
+    BudgetWithoutPrice { model: String },
+    #[error("the {which} template is invalid: {message}")]
+    Template { which: String, message: String },
+}
+
+impl PlanError {
+    fn invalid(key: &str, value: &str, rule: &str) -> Self {
+        PlanError::Invalid { key: key.into(), value: value.into(), rule: rule.into() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_the_spec() {
+        let p = Policy::default();
+        assert_eq!(p.max_iterations, 3);
+        assert_eq!(p.repeat_limit, 2);
+        assert_eq!(p.attempt_timeout, Duration::from_secs(120));
+        assert_eq!(p.threshold(false), 1.0);
+        assert_eq!(p.threshold(true), 0.9);
+        assert!(p.validate(&Ceilings::default()).is_ok());
+    }
+
+    #[test]
+    fn invalid_fields_are_named() {
+        let c = Ceilings::default();
+        let bad = |p: Policy, key: &str| {
+            let err = p.validate(&c).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.contains(key), "{err}");
+        };
+        bad(Policy { success_threshold: Some(1.5), ..Policy::default() }, "success_threshold");
+        bad(Policy { max_iterations: 0, ..Policy::default() }, "max_iterations");
+        bad(Policy { max_iterations: 21, ..Policy::default() }, "at most 20");
+        bad(Policy { max_budget_usd: Some(-1.0), ..Policy::default() }, "max_budget_usd");
+        bad(Policy { repeat_limit: 1, ..Policy::default() }, "repeat_limit");
+    }
+
+    #[test]
+    fn reads_human_durations() {
+        let p: Policy = serde_json::from_str(r#"{"max_wall_time":"90s","attempt_timeout":5}"#)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.max_wall_time, Some(Duration::from_secs(90)));
+        assert_eq!(p.attempt_timeout, Duration::from_secs(5));
+        assert!(serde_json::from_str::<Policy>(r#"{"max_iteration":3}"#).is_err());
+    }
+}

@@ -1,0 +1,400 @@
+//! What the proposer reads: the first prompt, the feedback after a rejection, and the
+//! example skeleton generated from a schema. Templates are minijinja and can be overridden.
+
+use minijinja::syntax::SyntaxConfig;
+use minijinja::{Environment, UndefinedBehavior};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::issue::Issue;
+use crate::policy::PlanError;
+
+/// How the expected shape is shown to the proposer: the JSON Schema, an example instance, or
+/// both. Small models echo a schema back instead of filling it, so an example helps them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PromptStyle {
+    Schema,
+    Example,
+    /// By default, both.
+    #[default]
+    Both,
+}
+
+/// How feedback reaches the proposer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    /// Chat models: the previous answer stays in the conversation and one user message with
+    /// the feedback is added. The default.
+    #[default]
+    Conversation,
+    /// Command proposers: one prompt, rebuilt each attempt with a "Prior attempts" section.
+    Fresh,
+}
+
+/// Template sources; `None` uses the built-in template.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Templates {
+    /// The first user message.
+    pub first: Option<String>,
+    /// The feedback user message (conversation strategy).
+    pub feedback: Option<String>,
+    /// The whole prompt (fresh strategy).
+    pub fresh: Option<String>,
+}
+
+pub const FIRST_TEMPLATE: &str = r#"{{ prompt }}
+{% if context %}
+
+Context:
+```json
+{{ context }}
+```
+{% endif %}
+{% if structured %}
+{% if schema %}
+
+Answer with JSON that matches this JSON Schema:
+```json
+{{ schema }}
+```
+{% endif %}
+{% if example %}
+
+{% if schema %}An example of the expected shape (replace every placeholder with a real value):{% else %}Answer with JSON of this shape (replace every placeholder with a real value):{% endif %}
+
+```json
+{{ example }}
+```
+{% endif %}
+
+Answer with only the JSON value, no explanation.
+{% endif %}"#;
+
+pub const FEEDBACK_TEMPLATE: &str = r#"Attempt {{ attempt }} of {{ max_attempts }}.
+
+{% if timed_out %}
+Attempt {{ previous }} produced no answer within the time limit. Answer again, more briefly.
+{% else %}
+{% if repeat_of %}
+Your answer is identical to attempt {{ repeat_of }} and was rejected for the same reasons. Do not repeat it: change what the problems below point at.
+
+{% endif %}
+Your previous answer (attempt {{ previous }}) was rejected:
+{{ fence }}
+{{ echo }}
+{{ fence }}
+{% if echo_truncated %}
+[truncated: showing the first {{ echo_shown }} of {{ echo_chars }} characters]
+{% endif %}
+
+Problems ({{ issues | length }}):
+{% for issue in issues %}
+{{ loop.index }}. {{ issue.path or "(root)" }}: {{ issue.message }} [{{ issue.code }}]
+{% endfor %}
+{% endif %}
+{% if schema %}
+
+The answer must match this JSON Schema:
+```json
+{{ schema }}
+```
+{% endif %}
+
+{% if structured %}Return only the corrected JSON value, with no explanation.{% else %}Return only the corrected answer, with no explanation.{% endif %}"#;
+
+pub const FRESH_TEMPLATE: &str = r#"{{ first }}
+{% if prior %}
+
+Prior attempts:
+{% for p in prior %}
+
+Attempt {{ p.iteration }}{% if p.repeat_of %} (identical to attempt {{ p.repeat_of }}){% endif %} was rejected:
+{{ p.fence }}
+{{ p.echo }}
+{{ p.fence }}
+{% if p.echo_truncated %}
+[truncated: showing the first {{ p.echo_shown }} of {{ p.echo_chars }} characters]
+{% endif %}
+Problems ({{ p.issues | length }}):
+{% for issue in p.issues %}
+{{ loop.index }}. {{ issue.path or "(root)" }}: {{ issue.message }} [{{ issue.code }}]
+{% endfor %}
+{% endfor %}
+
+This is attempt {{ attempt }} of {{ max_attempts }}. Fix every problem above. {% if structured %}Return only the corrected JSON value, with no explanation.{% else %}Return only the corrected answer, with no explanation.{% endif %}
+
+{% endif %}"#;
+
+/// One earlier attempt as the templates see it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PriorAttempt {
+    pub iteration: u32,
+    pub echo: String,
+    pub echo_truncated: bool,
+    pub echo_shown: usize,
+    pub echo_chars: usize,
+    /// A code fence longer than any run of backticks in the echo.
+    pub fence: String,
+    pub issues: Vec<Issue>,
+    pub repeat_of: Option<u32>,
+    pub timed_out: bool,
+}
+
+impl PriorAttempt {
+    /// Describe an attempt whose submission was `echo`, truncating it to `max_chars`.
+    pub fn new(iteration: u32, echo: &str, max_chars: usize, issues: Vec<Issue>, repeat_of: Option<u32>) -> Self {
+        let echo_chars = echo.chars().count();
+        let (echo, echo_truncated) = truncate_chars(echo, max_chars);
+        let echo_shown = echo.chars().count();
+        let fence = fence_for(&echo);
+        Self { iteration, echo, echo_truncated, echo_shown, echo_chars, fence, issues, repeat_of, timed_out: false }
+    }
+}
+
+/// A backtick fence longer than the longest run of backticks in `text` (at least three).
+pub fn fence_for(text: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    "`".repeat((longest + 1).max(3))
+}
+
+/// The first `max` characters of `text`, and whether anything was cut.
+pub fn truncate_chars(text: &str, max: usize) -> (String, bool) {
+    match text.char_indices().nth(max) {
+        Some((byte, _)) => (text[..byte].to_owned(), true),
+        None => (text.to_owned(), false),
+    }
+}
+
+/// The compiled templates of one run.
+#[derive(Debug)]
+pub struct Prompts {
+    env: Environment<'static>,
+}
+
+/// Everything the first prompt shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct FirstPrompt<'a> {
+    pub prompt: &'a str,
+    /// Pretty JSON of the context, when given.
+    pub context: Option<String>,
+    pub structured: bool,
+    pub schema: Option<String>,
+    pub example: Option<String>,
+}
+
+/// Everything a feedback message shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct Feedback<'a> {
+    pub attempt: u32,
+    pub max_attempts: u32,
+    pub previous: u32,
+    pub structured: bool,
+    #[serde(flatten)]
+    pub prior: &'a PriorAttempt,
+    pub schema: Option<String>,
+}
+
+/// Everything the fresh-strategy prompt shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct FreshPrompt<'a> {
+    pub first: &'a str,
+    pub attempt: u32,
+    pub max_attempts: u32,
+    pub structured: bool,
+    pub prior: &'a [PriorAttempt],
+}
+
+impl Prompts {
+    /// Compile the templates, using the built-in one for each that is not overridden.
+    pub fn new(templates: &Templates) -> Result<Self, PlanError> {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        let syntax = SyntaxConfig::builder().trim_blocks(true).lstrip_blocks(true).build();
+        match syntax {
+            Ok(s) => env.set_syntax(s),
+            Err(e) => return Err(template_error("syntax", &e)),
+        }
+        let pairs = [
+            ("first", templates.first.clone().unwrap_or_else(|| FIRST_TEMPLATE.to_owned())),
+            ("feedback", templates.feedback.clone().unwrap_or_else(|| FEEDBACK_TEMPLATE.to_owned())),
+            ("fresh", templates.fresh.clone().unwrap_or_else(|| FRESH_TEMPLATE.to_owned())),
+        ];
+        for (name, source) in pairs {
+            env.add_template_owned(name, source).map_err(|e| template_error(name, &e))?;
+        }
+        Ok(Self { env })
+    }
+
+    fn render(&self, name: &str, ctx: impl Serialize) -> Result<String, PlanError> {
+        let tmpl = self.env.get_template(name).map_err(|e| template_error(name, &e))?;
+        let text = tmpl.render(minijinja::value::Serde(ctx)).map_err(|e| template_error(name, &e))?;
+        Ok(text.trim_end().to_owned())
+    }
+
+    /// The first user message.
+    pub fn first(&self, ctx: &FirstPrompt<'_>) -> Result<String, PlanError> {
+        self.render("first", ctx)
+    }
+
+    /// A feedback user message.
+    pub fn feedback(&self, ctx: &Feedback<'_>) -> Result<String, PlanError> {
+        self.render("feedback", ctx)
+    }
+
+    /// The fresh-strategy prompt.
+    pub fn fresh(&self, ctx: &FreshPrompt<'_>) -> Result<String, PlanError> {
+        self.render("fresh", ctx)
+    }
+}
+
+fn template_error(which: &str, e: &dyn std::fmt::Display) -> PlanError {
+    PlanError::Template { which: which.to_owned(), message: e.to_string() }
+}
+
+/// Pretty JSON text for prompts.
+pub fn pretty(value: &Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+/// An example instance generated from a JSON Schema: every property filled with a
+/// placeholder (`"<string>"`, `0`, `false`), the first enum value, or the schema's own
+/// example or default. `$ref`s into `$defs`/`definitions` are followed a bounded depth.
+pub fn skeleton(schema: &Value) -> Value {
+    skeleton_at(schema, schema, 0)
+}
+
+fn skeleton_at(node: &Value, root: &Value, depth: usize) -> Value {
+    if depth > 8 {
+        return Value::Null;
+    }
+    let Some(obj) = node.as_object() else {
+        return Value::Null;
+    };
+    if let Some(r) = obj.get("$ref").and_then(Value::as_str)
+        && let Some(target) = r.strip_prefix('#').and_then(|p| root.pointer(p))
+    {
+        return skeleton_at(target, root, depth + 1);
+    }
+    for key in ["const", "default"] {
+        if let Some(v) = obj.get(key) {
+            return v.clone();
+        }
+    }
+    if let Some(v) = obj.get("examples").and_then(Value::as_array).and_then(|a| a.first()) {
+        return v.clone();
+    }
+    if let Some(v) = obj.get("enum").and_then(Value::as_array).and_then(|a| a.first()) {
+        return v.clone();
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(first) = obj
+            .get(key)
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().find(|s| s.get("type").and_then(Value::as_str) != Some("null")))
+        {
+            return skeleton_at(first, root, depth + 1);
+        }
+    }
+    let ty = match obj.get("type") {
+        Some(Value::String(t)) => Some(t.as_str()),
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).find(|t| *t != "null"),
+        _ if obj.contains_key("properties") => Some("object"),
+        _ if obj.contains_key("items") => Some("array"),
+        _ => None,
+    };
+    match ty {
+        Some("object") => {
+            let mut out = Map::new();
+            if let Some(props) = obj.get("properties").and_then(Value::as_object) {
+                for (name, sub) in props {
+                    out.insert(name.clone(), skeleton_at(sub, root, depth + 1));
+                }
+            }
+            Value::Object(out)
+        }
+        Some("array") => match obj.get("items") {
+            Some(items) if items.is_object() => Value::Array(vec![skeleton_at(items, root, depth + 1)]),
+            _ => Value::Array(Vec::new()),
+        },
+        Some("string") => Value::String(match obj.get("format").and_then(Value::as_str) {
+            Some("date") => "<date YYYY-MM-DD>".into(),
+            Some("date-time") => "<date-time>".into(),
+            Some("email") => "<email>".into(),
+            Some("uri") => "<uri>".into(),
+            _ => "<string>".into(),
+        }),
+        Some("integer") | Some("number") => Value::from(0),
+        Some("boolean") => Value::Bool(false),
+        _ => Value::Null,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn skeleton_fills_placeholders_and_follows_refs() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "age": {"type": ["integer", "null"]},
+                "role": {"enum": ["welder", "fitter"]},
+                "born": {"type": "string", "format": "date"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "home": {"$ref": "#/$defs/Place"}
+            },
+            "$defs": {"Place": {"type": "object", "properties": {"city": {"type": "string"}, "ok": {"type": "boolean"}}}}
+        });
+        insta::assert_snapshot!(pretty(&skeleton(&schema)), @r#"
+        {
+          "name": "<string>",
+          "age": 0,
+          "role": "welder",
+          "born": "<date YYYY-MM-DD>",
+          "tags": [
+            "<string>"
+          ],
+          "home": {
+            "city": "<string>",
+            "ok": false
+          }
+        }
+        "#);
+    }
+
+    #[test]
+    fn skeleton_survives_recursive_refs() {
+        let schema = json!({"$ref": "#", "type": "object"});
+        assert_eq!(skeleton(&schema), Value::Null);
+    }
+
+    #[test]
+    fn fences_outgrow_the_backticks_inside() {
+        assert_eq!(fence_for("{}"), "```");
+        assert_eq!(fence_for("```json\n{}\n```"), "````");
+    }
+
+    #[test]
+    fn truncates_by_characters() {
+        assert_eq!(truncate_chars("héllo", 2), ("hé".to_owned(), true));
+        assert_eq!(truncate_chars("hé", 2), ("hé".to_owned(), false));
+    }
+
+    #[test]
+    fn a_broken_override_is_a_plan_error() {
+        let t = Templates { feedback: Some("{% if %}".into()), ..Templates::default() };
+        let err = Prompts::new(&t).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("feedback template is invalid"), "{err}");
+    }
+}

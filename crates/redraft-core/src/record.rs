@@ -1,0 +1,143 @@
+//! What a run leaves behind: attempt records, metrics, the escalation and the result (SPEC 3).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::chat::FinishReason;
+use crate::extract::{Repair, Route};
+use crate::issue::{Issue, Score};
+use crate::policy::HaltReason;
+
+/// How one attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptStatus {
+    Accepted,
+    Rejected,
+    InvalidJson,
+    Error,
+}
+
+impl AttemptStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptStatus::Accepted => "accepted",
+            AttemptStatus::Rejected => "rejected",
+            AttemptStatus::InvalidJson => "invalid_json",
+            AttemptStatus::Error => "error",
+        }
+    }
+}
+
+/// One attempt: the proposal, what was extracted, and its evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    pub iteration: u32,
+    pub status: AttemptStatus,
+    /// The proposer's text, verbatim.
+    pub raw: String,
+    pub artifact: Option<Value>,
+    pub extraction: Option<Route>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repairs: Vec<Repair>,
+    pub score: Score,
+    pub issues: Vec<Issue>,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tokens_estimated: bool,
+    pub cost_usd: Option<f64>,
+    pub wall_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<FinishReason>,
+    /// The earlier attempt this one repeats (same canonical artifact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat_of: Option<u32>,
+}
+
+/// Whether a run succeeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Succeeded,
+    Failed,
+}
+
+/// The verdict on the returned artifact.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Validation {
+    pub score: Score,
+    pub passed: bool,
+    pub issues: Vec<Issue>,
+}
+
+/// Totals for a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Metrics {
+    pub wall_ms: u64,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    /// True when any token count was estimated (ceil(chars/4)) rather than reported.
+    pub tokens_estimated: bool,
+    /// Unknown (null) when the price of the model is unknown.
+    pub cost_usd: Option<f64>,
+}
+
+/// A recurring issue: the same path and code in several attempts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecurringIssue {
+    pub path: String,
+    pub code: String,
+    pub count: u32,
+}
+
+/// What a person needs to act on a failed run (SPEC 7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Escalation {
+    pub summary: String,
+    pub attempts: Vec<String>,
+    pub recurring_issues: Vec<RecurringIssue>,
+    pub pattern: Option<String>,
+    pub question: String,
+}
+
+/// Why a run could not go on, beyond the artifact's issues.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunErrorReport {
+    /// A short machine word: `provider_error`, …
+    pub code: String,
+    pub message: String,
+}
+
+/// The result of a run: one JSON shape for every face (SPEC 3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub run_id: String,
+    pub status: RunStatus,
+    pub halted_because: HaltReason,
+    /// The accepted artifact; on failure the best so far (null when no attempt had one).
+    pub artifact: Option<Value>,
+    pub validation: Validation,
+    pub iterations: u32,
+    pub best_iteration: Option<u32>,
+    pub best_score: Option<Score>,
+    pub best_ref: Option<String>,
+    pub artifact_sha256: Option<String>,
+    pub metrics: Metrics,
+    pub history: Vec<AttemptRecord>,
+    pub escalation: Option<Escalation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RunErrorReport>,
+}
+
+impl RunResult {
+    /// Whether the run succeeded.
+    pub fn succeeded(&self) -> bool {
+        self.status == RunStatus::Succeeded
+    }
+
+    /// The raw text of the last attempt, if any.
+    pub fn last_raw(&self) -> Option<&str> {
+        self.history.last().map(|a| a.raw.as_str())
+    }
+}

@@ -1,0 +1,88 @@
+//! Transport retries: a decision as a value, carried out by the runner.
+
+use std::time::Duration;
+
+use crate::chat::ProviderError;
+
+/// How transport failures are retried: exponential backoff with jitter, bounded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    /// Retries per attempt. By default, 2.
+    pub max_retries: u32,
+    /// First backoff. By default, 500 ms.
+    pub base_delay: Duration,
+    /// Longest wait, for backoff and for a server's `Retry-After`. A server asking for
+    /// longer makes redraft give up. By default, 30 s.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self { max_retries: 2, base_delay: Duration::from_millis(500), max_delay: Duration::from_secs(30) }
+    }
+}
+
+/// What to do after a failed request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryDecision {
+    /// Wait, then send the same request again.
+    Retry { after: Duration },
+    /// Stop: the error is permanent or retries are spent.
+    GiveUp,
+}
+
+impl RetryPolicy {
+    /// Decide after `retries_done` retries have already failed with `error`. `jitter` is a
+    /// random number in `[0, 1)`; the backoff is `base · 2^retries_done`, scaled into
+    /// `[50 %, 100 %]` by the jitter and capped at `max_delay`. A `Retry-After` from the
+    /// server is honoured as given when it is within `max_delay`.
+    pub fn decide(&self, retries_done: u32, error: &ProviderError, jitter: f64) -> RetryDecision {
+        if !error.is_transient() || retries_done >= self.max_retries {
+            return RetryDecision::GiveUp;
+        }
+        if let Some(after) = error.retry_after() {
+            return if after <= self.max_delay { RetryDecision::Retry { after } } else { RetryDecision::GiveUp };
+        }
+        let exp = self.base_delay.saturating_mul(2u32.saturating_pow(retries_done.min(16)));
+        let capped = exp.min(self.max_delay);
+        let jitter = if jitter.is_finite() { jitter.clamp(0.0, 1.0) } else { 0.0 };
+        RetryDecision::Retry { after: capped.mul_f64(0.5 + 0.5 * jitter) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16) -> ProviderError {
+        ProviderError::Status { url: "u".into(), status: code, body: String::new() }
+    }
+
+    #[test]
+    fn backs_off_exponentially_and_gives_up() {
+        let p = RetryPolicy { max_retries: 3, ..RetryPolicy::default() };
+        assert_eq!(p.decide(0, &status(500), 1.0), RetryDecision::Retry { after: Duration::from_millis(500) });
+        assert_eq!(p.decide(1, &status(500), 1.0), RetryDecision::Retry { after: Duration::from_millis(1000) });
+        assert_eq!(p.decide(2, &status(502), 0.0), RetryDecision::Retry { after: Duration::from_millis(1000) });
+        assert_eq!(p.decide(3, &status(500), 0.5), RetryDecision::GiveUp);
+        assert_eq!(p.decide(0, &status(400), 0.5), RetryDecision::GiveUp);
+    }
+
+    #[test]
+    fn honours_retry_after_within_bounds() {
+        let p = RetryPolicy::default();
+        let limited = |s| ProviderError::RateLimited { url: "u".into(), retry_after: Some(Duration::from_secs(s)) };
+        assert_eq!(p.decide(0, &limited(7), 0.3), RetryDecision::Retry { after: Duration::from_secs(7) });
+        assert_eq!(p.decide(0, &limited(3600), 0.3), RetryDecision::GiveUp);
+    }
+
+    #[test]
+    fn delay_never_exceeds_cap() {
+        let p = RetryPolicy { max_retries: 100, ..RetryPolicy::default() };
+        for n in 0..100 {
+            if let RetryDecision::Retry { after } = p.decide(n, &status(503), 0.999) {
+                assert!(after <= p.max_delay);
+            }
+        }
+    }
+}

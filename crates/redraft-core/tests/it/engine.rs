@@ -1,0 +1,235 @@
+use std::time::Duration;
+
+use redraft_core::{
+    AttemptEnd, AttemptOutcome, AttemptStatus, Engine, HaltReason, Interruption, Message, Next, PlanError, Price, Role,
+    Usage, Verdict,
+};
+use serde_json::json;
+
+use crate::{answer, answer_with, city_check, finish, plan, scored};
+
+fn statuses(r: &redraft_core::RunResult) -> Vec<&'static str> {
+    r.history.iter().map(|a| a.status.as_str()).collect()
+}
+
+#[test]
+fn converges_from_invalid_through_wrong_to_repaired() {
+    let mut e = Engine::new(plan()).unwrap();
+    answer(&mut e, "Sure! The city is Toledo.", city_check);
+    answer(&mut e, "```json\n{\"city\": \"Louisville\"}\n```", city_check);
+    let last = answer(&mut e, "{'city': 'Toledo',}", city_check).unwrap();
+    assert_eq!(last.extraction, Some(redraft_core::extract::Route::Repaired));
+    let r = finish(e);
+    assert_eq!(statuses(&r), ["invalid_json", "rejected", "accepted"]);
+    assert_eq!(r.halted_because, HaltReason::Success);
+    assert!(r.succeeded());
+    assert_eq!(r.artifact, Some(json!({"city": "Toledo"})));
+    assert_eq!(r.best_iteration, Some(3));
+    assert_eq!(r.best_ref.as_deref(), Some("run-1/3"));
+    assert_eq!(r.iterations, 3);
+    assert!(r.escalation.is_none());
+    assert!(r.validation.passed);
+    assert_eq!(r.history[0].issues[0].code, "invalid_json");
+}
+
+#[test]
+fn the_same_wrong_answer_twice_is_stagnation_with_best_so_far() {
+    let mut e = Engine::new(plan()).unwrap();
+    answer(&mut e, r#"{"city": "Louisville"}"#, city_check);
+    let second = answer(&mut e, r#"{ "city" : "Louisville" }"#, city_check).unwrap();
+    assert_eq!(second.repeat_of, Some(1));
+    assert_eq!(e.next(Duration::ZERO), Next::Halt(HaltReason::Stagnation));
+    let r = finish(e);
+    assert_eq!(r.halted_because, HaltReason::Stagnation);
+    assert!(!r.succeeded());
+    assert_eq!(r.artifact, Some(json!({"city": "Louisville"})));
+    assert_eq!(r.best_iteration, Some(2), "ties go to the latest attempt");
+    let esc = r.escalation.unwrap();
+    assert_eq!(esc.attempts, ["1: /city rule:city_matches", "2: identical to 1"]);
+    assert!(esc.pattern.unwrap().starts_with("the same answer was proposed twice"));
+}
+
+#[test]
+fn the_first_repeat_is_told_so_when_the_limit_allows_another_try() {
+    let mut p = plan();
+    p.policy.repeat_limit = 3;
+    let mut e = Engine::new(p).unwrap();
+    answer(&mut e, r#"{"city": "Louisville"}"#, city_check);
+    answer(&mut e, r#"{"city": "Louisville"}"#, city_check);
+    let req = e.request();
+    let feedback = &req.messages.last().unwrap().content;
+    assert!(feedback.contains("Your answer is identical to attempt 1 and was rejected for the same reasons"), "{feedback}");
+    assert!(feedback.starts_with("Attempt 3 of 3."), "{feedback}");
+}
+
+#[test]
+fn patience_halts_when_the_score_stops_improving() {
+    let mut p = plan();
+    p.policy.max_iterations = 10;
+    p.policy.patience = 2;
+    p.policy.repeat_limit = 0;
+    let mut e = Engine::new(p).unwrap();
+    answer(&mut e, r#"{"a": 1}"#, scored(0.5));
+    answer(&mut e, r#"{"a": 2}"#, scored(0.4));
+    assert!(matches!(e.next(Duration::ZERO), Next::Attempt { .. }));
+    answer(&mut e, r#"{"a": 3}"#, scored(0.5));
+    let r = finish(e);
+    assert_eq!(r.halted_because, HaltReason::Patience);
+    assert_eq!(r.iterations, 3);
+    assert_eq!(r.best_iteration, Some(3), "ties go to the latest");
+    assert_eq!(r.best_score.map(|s| s.get()), Some(0.5));
+}
+
+#[test]
+fn max_iterations_returns_the_best_so_far() {
+    let mut e = Engine::new(plan()).unwrap();
+    answer(&mut e, r#"{"a": 1}"#, scored(0.2));
+    answer(&mut e, r#"{"a": 2}"#, scored(0.7));
+    answer(&mut e, r#"{"a": 3}"#, scored(0.1));
+    assert_eq!(e.next(Duration::ZERO), Next::Halt(HaltReason::MaxIterations));
+    let r = finish(e);
+    assert_eq!(r.halted_because, HaltReason::MaxIterations);
+    assert_eq!(r.artifact, Some(json!({"a": 2})));
+    assert_eq!(r.best_iteration, Some(2));
+    assert_eq!(r.history.len(), 3);
+    assert!(!r.validation.passed);
+}
+
+#[test]
+fn a_scoring_evaluator_lowers_the_default_threshold() {
+    let mut p = plan();
+    p.scoring = true;
+    let mut e = Engine::new(p).unwrap();
+    assert_eq!(e.threshold(), 0.9);
+    let check = |_: &serde_json::Value| Verdict { score: redraft_core::Score::new(0.92).unwrap(), ..Verdict::pass() };
+    answer(&mut e, r#"{"a": 1}"#, check);
+    assert_eq!(finish(e).halted_because, HaltReason::Success);
+}
+
+#[test]
+fn budget_is_checked_before_each_attempt_with_an_estimate() {
+    let mut p = plan();
+    p.price = Some(Price { input_usd_per_mtok: 100.0, output_usd_per_mtok: 100.0 });
+    p.policy.max_budget_usd = Some(0.5);
+    let mut e = Engine::new(p).unwrap();
+    // The first attempt is estimated at ~1150 tokens ($0.115) and may start. It reports
+    // 3000 + 1000 tokens at $100/Mtok = $0.40 spent; the next is estimated at its prompt plus
+    // 1000 output tokens (> $0.10), which would pass the $0.50 budget.
+    let est = e.estimate_next_cost(&e.request()).unwrap();
+    assert!(est > 0.1 && est < 0.5, "{est}");
+    answer_with(&mut e, r#"{"city": "Louisville"}"#, Some(Usage { input_tokens: 3000, output_tokens: 1000 }), city_check);
+    assert_eq!(e.next(Duration::ZERO), Next::Halt(HaltReason::Budget));
+    let r = finish(e);
+    assert_eq!(r.halted_because, HaltReason::Budget);
+    assert_eq!(r.iterations, 1);
+    assert!((r.metrics.cost_usd.unwrap() - 0.4).abs() < 1e-9);
+    assert!(!r.metrics.tokens_estimated);
+}
+
+#[test]
+fn a_budget_without_a_price_refuses_to_start() {
+    let mut p = plan();
+    p.policy.max_budget_usd = Some(1.0);
+    let err = Engine::new(p).unwrap_err();
+    assert!(matches!(err, PlanError::BudgetWithoutPrice { .. }));
+    assert!(err.to_string().contains("[models.\"mock/test\"]"), "{err}");
+}
+
+#[test]
+fn tokens_are_estimated_when_usage_is_missing() {
+    let mut e = Engine::new(plan()).unwrap();
+    let raw = r#"{"city": "Toledo"}"#; // 18 chars -> 5 tokens
+    let rec = answer(&mut e, raw, city_check).unwrap();
+    assert_eq!(rec.tokens_out, 5);
+    assert!(rec.tokens_estimated);
+    assert!(rec.tokens_in > 0);
+    assert_eq!(rec.cost_usd, None, "no price, no cost");
+    let r = finish(e);
+    assert!(r.metrics.tokens_estimated);
+    assert_eq!(r.metrics.cost_usd, None);
+}
+
+#[test]
+fn wall_time_halts_before_the_next_attempt() {
+    let mut p = plan();
+    p.policy.max_wall_time = Some(Duration::from_secs(5));
+    let mut e = Engine::new(p).unwrap();
+    answer(&mut e, r#"{"city": "Louisville"}"#, city_check);
+    assert_eq!(e.next(Duration::from_secs(6)), Next::Halt(HaltReason::WallTime));
+}
+
+#[test]
+fn an_interrupted_attempt_is_recorded_and_halts() {
+    let mut e = Engine::new(plan()).unwrap();
+    let Next::Attempt { iteration, .. } = e.next(Duration::ZERO) else { panic!() };
+    e.settle(AttemptOutcome { iteration, request_chars: 0, wall_ms: 5000, end: AttemptEnd::Interrupted(Interruption::WallTime) });
+    let r = finish(e);
+    assert_eq!(r.halted_because, HaltReason::WallTime);
+    assert_eq!(r.history[0].status, AttemptStatus::Error);
+    assert_eq!(r.history[0].issues[0].code, "wall_time");
+}
+
+#[test]
+fn a_timed_out_attempt_counts_and_the_same_request_is_sent_again() {
+    let mut e = Engine::new(plan()).unwrap();
+    let before = e.request();
+    let Next::Attempt { iteration, .. } = e.next(Duration::ZERO) else { panic!() };
+    let rec = e
+        .settle(AttemptOutcome { iteration, request_chars: 10, wall_ms: 120_000, end: AttemptEnd::TimedOut })
+        .cloned()
+        .unwrap();
+    assert_eq!(rec.status, AttemptStatus::Error);
+    assert_eq!(rec.issues[0].code, "timeout");
+    assert_eq!(rec.issues[0].message, "the attempt took longer than 120s and was stopped");
+    assert_eq!(e.request(), before);
+    let Next::Attempt { iteration, .. } = e.next(Duration::ZERO) else { panic!() };
+    assert_eq!(iteration, 2);
+}
+
+#[test]
+fn persistent_provider_failure_halts_with_an_error_and_costs_no_attempt() {
+    let mut e = Engine::new(plan()).unwrap();
+    answer(&mut e, r#"{"city": "Louisville"}"#, city_check);
+    let Next::Attempt { iteration, .. } = e.next(Duration::ZERO) else { panic!() };
+    let rec = e.settle(AttemptOutcome {
+        iteration,
+        request_chars: 0,
+        wall_ms: 1,
+        end: AttemptEnd::ProviderFailed { message: "`http://x` answered HTTP 500: boom".into() },
+    });
+    assert!(rec.is_none());
+    let r = finish(e);
+    assert_eq!(r.halted_because, HaltReason::ProviderError);
+    assert_eq!(r.iterations, 1);
+    assert_eq!(r.error.as_ref().unwrap().code, "provider_error");
+    assert_eq!(r.artifact, Some(json!({"city": "Louisville"})), "best so far survives a provider failure");
+    assert!(r.escalation.unwrap().question.contains("API key"));
+}
+
+#[test]
+fn the_conversation_keeps_the_previous_answer_and_adds_feedback() {
+    let mut p = plan();
+    p.task.system = Some("You are precise.".into());
+    let mut e = Engine::new(p).unwrap();
+    answer(&mut e, r#"{"city": "Louisville"}"#, city_check);
+    let req = e.request();
+    let roles: Vec<Role> = req.messages.iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::System, Role::User, Role::Assistant, Role::User]);
+    assert_eq!(req.messages[2], Message::assistant(r#"{"city": "Louisville"}"#));
+}
+
+#[test]
+fn text_mode_evaluates_the_raw_text() {
+    let mut p = plan();
+    p.mode = redraft_core::Mode::Text;
+    p.schema = None;
+    let mut e = Engine::new(p).unwrap();
+    let check = |a: &serde_json::Value| {
+        if a.as_str().is_some_and(|s| s.contains("haiku")) { Verdict::pass() } else { Verdict::from_issues(vec![redraft_core::Issue::new("", "check", "no haiku")]) }
+    };
+    answer(&mut e, "a poem", check);
+    answer(&mut e, "a haiku", check);
+    let r = finish(e);
+    assert_eq!(r.artifact, Some(json!("a haiku")));
+    assert_eq!(r.history[1].extraction, None);
+}

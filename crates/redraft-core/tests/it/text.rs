@@ -1,0 +1,249 @@
+//! The exact text people and models read: prompts, feedback, escalations.
+
+use redraft_core::{Engine, PromptStyle, Strategy};
+use serde_json::json;
+
+use crate::{answer, city_check, finish, plan};
+
+#[test]
+fn first_prompt_shows_context_schema_and_example() {
+    let mut p = plan();
+    p.task.context = Some(json!({"contract": "C-7", "city": "Toledo"}));
+    let e = Engine::new(p).unwrap();
+    insta::assert_snapshot!(e.request().messages[0].content, @r#"
+    Name the city of the contract as {"city": …}.
+
+    Context:
+    ```json
+    {
+      "contract": "C-7",
+      "city": "Toledo"
+    }
+    ```
+
+    Answer with JSON that matches this JSON Schema:
+    ```json
+    {
+      "type": "object",
+      "properties": {
+        "city": {
+          "type": "string"
+        }
+      },
+      "required": [
+        "city"
+      ]
+    }
+    ```
+
+    An example of the expected shape (replace every placeholder with a real value):
+
+    ```json
+    {
+      "city": "<string>"
+    }
+    ```
+
+    Answer with only the JSON value, no explanation.
+    "#);
+}
+
+#[test]
+fn example_style_leaves_the_schema_out_of_the_first_prompt() {
+    let mut p = plan();
+    p.prompt_style = PromptStyle::Example;
+    let e = Engine::new(p).unwrap();
+    insta::assert_snapshot!(e.request().messages[0].content, @r#"
+    Name the city of the contract as {"city": …}.
+
+    Answer with JSON of this shape (replace every placeholder with a real value):
+
+    ```json
+    {
+      "city": "<string>"
+    }
+    ```
+
+    Answer with only the JSON value, no explanation.
+    "#);
+}
+
+#[test]
+fn feedback_numbers_every_issue_and_echoes_the_submission() {
+    let mut e = Engine::new(plan()).unwrap();
+    let two_issues = |_: &serde_json::Value| {
+        redraft_core::Verdict::from_issues(vec![
+            redraft_core::Issue::new("/city", "rule:city_matches", "city 'Louisville' doesn't match contract city 'Toledo'"),
+            redraft_core::Issue::new("", "additionalProperties", "Additional properties are not allowed ('state' was unexpected)"),
+        ])
+    };
+    answer(&mut e, "Here it is:\n```json\n{\"city\": \"Louisville\", \"state\": \"KY\"}\n```", two_issues);
+    insta::assert_snapshot!(e.request().messages.last().unwrap().content, @r#"
+    Attempt 2 of 3.
+
+    Your previous answer (attempt 1) was rejected:
+    ```
+    {
+      "city": "Louisville",
+      "state": "KY"
+    }
+    ```
+
+    Problems (2):
+    1. /city: city 'Louisville' doesn't match contract city 'Toledo' [rule:city_matches]
+    2. (root): Additional properties are not allowed ('state' was unexpected) [additionalProperties]
+
+    Return only the corrected JSON value, with no explanation.
+    "#);
+}
+
+#[test]
+fn feedback_shows_the_schema_once_when_the_first_prompt_did_not() {
+    let mut p = plan();
+    p.prompt_style = PromptStyle::Example;
+    p.feedback_max_chars = 20;
+    p.policy.max_iterations = 4;
+    let mut e = Engine::new(p).unwrap();
+    answer(&mut e, "I think the answer is that the city is Louisville, Kentucky.", city_check);
+    insta::assert_snapshot!(e.request().messages.last().unwrap().content, @r#"
+    Attempt 2 of 4.
+
+    Your previous answer (attempt 1) was rejected:
+    ```
+    I think the answer i
+    ```
+    [truncated: showing the first 20 of 61 characters]
+
+    Problems (1):
+    1. (root): no JSON value was found in the answer; answer with only the JSON value [invalid_json]
+
+    The answer must match this JSON Schema:
+    ```json
+    {
+      "type": "object",
+      "properties": {
+        "city": {
+          "type": "string"
+        }
+      },
+      "required": [
+        "city"
+      ]
+    }
+    ```
+
+    Return only the corrected JSON value, with no explanation.
+    "#);
+    answer(&mut e, r#"{"city": "Louisville"}"#, city_check);
+    let third = e.request().messages.last().unwrap().content.clone();
+    assert!(!third.contains("JSON Schema"), "the schema is shown once per conversation: {third}");
+}
+
+#[test]
+fn fresh_strategy_rebuilds_one_prompt_with_prior_attempts() {
+    let mut p = plan();
+    p.strategy = Strategy::Fresh;
+    p.prompt_style = PromptStyle::Example;
+    let mut e = Engine::new(p).unwrap();
+    answer(&mut e, r#"{"city": "Louisville"}"#, city_check);
+    let req = e.request();
+    assert_eq!(req.messages.len(), 1);
+    insta::assert_snapshot!(req.messages[0].content, @r#"
+    Name the city of the contract as {"city": …}.
+
+    Answer with JSON of this shape (replace every placeholder with a real value):
+
+    ```json
+    {
+      "city": "<string>"
+    }
+    ```
+
+    Answer with only the JSON value, no explanation.
+
+    Prior attempts:
+
+    Attempt 1 was rejected:
+    ```
+    {
+      "city": "Louisville"
+    }
+    ```
+    Problems (1):
+    1. /city: city 'Louisville' doesn't match contract city 'Toledo' [rule:city_matches]
+
+    This is attempt 2 of 3. Fix every problem above. Return only the corrected JSON value, with no explanation.
+    "#);
+}
+
+#[test]
+fn escalation_after_stagnation() {
+    let mut e = Engine::new(plan()).unwrap();
+    answer(&mut e, "no idea", city_check);
+    answer(&mut e, r#"{"city": "Louisville"}"#, city_check);
+    answer(&mut e, r#"{"city": "Louisville"}"#, city_check);
+    let r = finish(e);
+    insta::assert_json_snapshot!(r.escalation, @r#"
+    {
+      "summary": "3 attempts; best score 0 at attempt 3; halted because stagnation",
+      "attempts": [
+        "1: invalid_json",
+        "2: /city rule:city_matches",
+        "3: identical to 2"
+      ],
+      "recurring_issues": [
+        {
+          "path": "/city",
+          "code": "rule:city_matches",
+          "count": 2
+        }
+      ],
+      "pattern": "the same answer was proposed twice (attempts 2 and 3): the model lacks the information to change it",
+      "question": "The model keeps answering the same way despite `/city`: city 'Louisville' doesn't match contract city 'Toledo'. Give it the missing information, or change the requirement?"
+    }
+    "#);
+}
+
+#[test]
+fn escalation_names_a_path_that_failed_every_time() {
+    let mut e = Engine::new(plan()).unwrap();
+    answer(&mut e, r#"{"city": "Louisville"}"#, city_check);
+    answer(&mut e, r#"{"city": "Dayton"}"#, city_check);
+    answer(&mut e, r#"{"city": "Akron"}"#, city_check);
+    let esc = finish(e).escalation.unwrap();
+    assert_eq!(esc.pattern.as_deref(), Some("`/city` failed in every attempt (rule:city_matches)"));
+    assert_eq!(
+        esc.question,
+        "Every attempt failed at `/city`: city 'Louisville' doesn't match contract city 'Toledo'. Can that requirement be met with the information given, or should it change?"
+    );
+}
+
+#[test]
+fn escalation_spots_no_json_and_regressions() {
+    let mut e = Engine::new(plan()).unwrap();
+    for raw in ["no", "still no", "nope"] {
+        answer(&mut e, raw, city_check);
+    }
+    let esc = finish(e).escalation.unwrap();
+    assert_eq!(esc.pattern.as_deref(), Some("no attempt contained JSON at all: the model answers in prose"));
+
+    let mut e = Engine::new(plan()).unwrap();
+    let check = |a: &serde_json::Value| {
+        let mut issues = vec![];
+        if a.get("b").is_none() {
+            issues.push(redraft_core::Issue::new("/b", "required", "\"b\" is a required property"));
+        }
+        if a.get("c").is_none() {
+            issues.push(redraft_core::Issue::new("/c", "required", "\"c\" is a required property"));
+        }
+        redraft_core::Verdict::from_issues(issues)
+    };
+    answer(&mut e, r#"{"a": 1}"#, check);
+    answer(&mut e, r#"{"b": 1}"#, check);
+    answer(&mut e, r#"{"c": 1}"#, check);
+    let esc = finish(e).escalation.unwrap();
+    assert_eq!(
+        esc.pattern.as_deref(),
+        Some("a regression: `/b` (required) was fixed at attempt 2 and came back at attempt 3")
+    );
+}

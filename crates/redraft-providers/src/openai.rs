@@ -1,0 +1,212 @@
+//! `openai/MODEL`: the chat completions API, as spoken by OpenAI, vLLM, llama.cpp's
+//! server, Ollama's OpenAI endpoint, LM Studio, OpenRouter and others.
+
+use std::time::Duration;
+
+use redraft_core::{ChatProvider, ChatRequest, ChatResponse, FinishReason, ProviderError, Role, Usage};
+use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
+use serde_json::{Value, json};
+
+/// Where and how to reach an OpenAI-compatible server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenAiConfig {
+    /// The `provider/model` name users wrote (for messages and prices).
+    pub name: String,
+    /// The model name sent to the server.
+    pub model: String,
+    /// Base URL up to and including `/v1`. By default, `$OPENAI_BASE_URL`, else OpenAI's.
+    pub base_url: String,
+    /// The API key, when one is needed (local servers usually need none).
+    pub api_key: Option<String>,
+    /// The variable the key came from (named in errors, never the key itself).
+    pub api_key_env: String,
+    /// Bound on one HTTP request. By default, 120 s.
+    pub request_timeout: Duration,
+}
+
+/// The default base URL when neither config nor `OPENAI_BASE_URL` names one.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// An OpenAI-compatible chat completions client.
+#[derive(Debug, Clone)]
+pub struct OpenAiProvider {
+    config: OpenAiConfig,
+    url: String,
+    client: reqwest::Client,
+}
+
+impl OpenAiProvider {
+    /// A client for `config`.
+    pub fn new(config: OpenAiConfig) -> Result<Self, ProviderError> {
+        let client = reqwest::Client::builder()
+            .timeout(config.request_timeout)
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| ProviderError::Failed { message: format!("cannot build an HTTP client: {e}") })?;
+        let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
+        Ok(Self { config, url, client })
+    }
+
+    fn body(&self, request: &ChatRequest) -> Value {
+        let messages: Vec<Value> = request
+            .messages
+            .iter()
+            .map(|m| {
+                let role = match m.role {
+                    Role::System => "system",
+                    Role::User => "user",
+                    Role::Assistant => "assistant",
+                };
+                json!({"role": role, "content": m.content})
+            })
+            .collect();
+        let mut body = json!({"model": self.config.model, "messages": messages});
+        if let Some(t) = request.temperature {
+            body["temperature"] = json!(t);
+        }
+        if let Some(m) = request.max_tokens {
+            body["max_tokens"] = json!(m);
+        }
+        body
+    }
+
+    fn transport_error(&self, e: &reqwest::Error) -> ProviderError {
+        let url = self.url.clone();
+        if e.is_timeout() {
+            ProviderError::Timeout { url }
+        } else if e.is_connect() || e.is_request() {
+            ProviderError::Connect { url, message: root_cause(e) }
+        } else {
+            ProviderError::InvalidResponse { url, message: root_cause(e) }
+        }
+    }
+
+    fn status_error(&self, status: StatusCode, headers: &HeaderMap, body: &str) -> ProviderError {
+        let url = self.url.clone();
+        match status.as_u16() {
+            429 => ProviderError::RateLimited { url, retry_after: retry_after(headers) },
+            401 | 403 => ProviderError::Unauthorized { url, status: status.as_u16(), key_env: self.config.api_key_env.clone() },
+            code => ProviderError::Status { url, status: code, body: snippet(body) },
+        }
+    }
+}
+
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause: &dyn std::error::Error = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
+fn snippet(body: &str) -> String {
+    let text = body.trim();
+    // Prefer the server's own error message.
+    let message = serde_json::from_str::<Value>(text).ok().and_then(|v| {
+        v.pointer("/error/message").or_else(|| v.get("error")).or_else(|| v.get("message")).and_then(Value::as_str).map(str::to_owned)
+    });
+    let text = message.unwrap_or_else(|| text.to_owned());
+    match text.char_indices().nth(300) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text,
+    }
+}
+
+/// `Retry-After` (seconds) or `retry-after-ms`, as servers send them.
+pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    if let Some(ms) = get("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    get("retry-after").and_then(|v| v.parse::<f64>().ok()).filter(|s| s.is_finite() && *s >= 0.0).map(Duration::from_secs_f64)
+}
+
+/// Read a chat completions answer leniently: compatible servers differ in details.
+pub fn parse_completion(body: &Value) -> Result<ChatResponse, String> {
+    let choice = body.pointer("/choices/0").ok_or("the answer has no `choices[0]`")?;
+    let content = choice.pointer("/message/content").or_else(|| choice.get("text"));
+    let text = match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect(),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => return Err(format!("`choices[0].message.content` is not text: {other}")),
+    };
+    let finish_reason = choice.get("finish_reason").and_then(Value::as_str).filter(|s| !s.is_empty()).map(FinishReason::parse);
+    let usage = body.get("usage").and_then(|u| {
+        let input = u.get("prompt_tokens").or_else(|| u.get("input_tokens")).and_then(Value::as_u64)?;
+        let output = u.get("completion_tokens").or_else(|| u.get("output_tokens")).and_then(Value::as_u64)?;
+        Some(Usage { input_tokens: input, output_tokens: output })
+    });
+    Ok(ChatResponse { text, usage, finish_reason, cost_usd: None })
+}
+
+#[async_trait::async_trait]
+impl ChatProvider for OpenAiProvider {
+    fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+        let mut http = self.client.post(&self.url).json(&self.body(request));
+        if let Some(key) = &self.config.api_key {
+            http = http.bearer_auth(key);
+        }
+        let response = http.send().await.map_err(|e| self.transport_error(&e))?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let text = response.text().await.map_err(|e| self.transport_error(&e))?;
+        if !status.is_success() {
+            return Err(self.status_error(status, &headers, &text));
+        }
+        let body: Value = serde_json::from_str(&text)
+            .map_err(|e| ProviderError::InvalidResponse { url: self.url.clone(), message: format!("not JSON ({e}): {}", snippet(&text)) })?;
+        parse_completion(&body).map_err(|message| ProviderError::InvalidResponse { url: self.url.clone(), message })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_compatible_answers() {
+        let r = parse_completion(&json!({
+            "choices": [{"message": {"role": "assistant", "content": "{\"a\":1}"}, "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 12, "completion_tokens": 3}
+        }))
+        .unwrap();
+        assert_eq!(r.text, "{\"a\":1}");
+        assert_eq!(r.finish_reason, Some(FinishReason::Length));
+        assert_eq!(r.usage, Some(Usage { input_tokens: 12, output_tokens: 3 }));
+
+        let r = parse_completion(&json!({"choices": [{"message": {"content": null}, "finish_reason": ""}]})).unwrap();
+        assert_eq!(r.text, "");
+        assert_eq!(r.finish_reason, None);
+        assert_eq!(r.usage, None);
+
+        let parts = json!({"choices": [{"message": {"content": [{"type": "text", "text": "ab"}, {"type": "text", "text": "c"}]}}]});
+        assert_eq!(parse_completion(&parts).unwrap().text, "abc");
+        assert!(parse_completion(&json!({"choices": []})).is_err());
+    }
+
+    #[test]
+    fn reads_retry_after_headers() {
+        let mut h = HeaderMap::new();
+        assert_eq!(retry_after(&h), None);
+        h.insert("retry-after", "2".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
+        h.insert("retry-after-ms", "1500".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(1500)));
+    }
+
+    #[test]
+    fn error_bodies_are_summarised() {
+        assert_eq!(snippet(r#"{"error": {"message": "model not found"}}"#), "model not found");
+        assert_eq!(snippet("plain"), "plain");
+        assert!(snippet(&"x".repeat(1000)).ends_with('…'));
+    }
+}
