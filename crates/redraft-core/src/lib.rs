@@ -14,6 +14,7 @@ pub mod duration;
 pub mod engine;
 pub mod escalation;
 pub mod evaluator;
+pub mod events;
 pub mod issue;
 pub mod policy;
 pub mod price;
@@ -29,6 +30,7 @@ pub mod extract {
 pub use chat::{ChatProvider, ChatRequest, ChatResponse, FinishReason, Message, ProviderError, Role, Usage};
 pub use engine::{AttemptEnd, AttemptOutcome, Candidate, Engine, Interruption, Mode, Next, Plan, Task};
 pub use evaluator::{EvalInput, Evaluator, EvaluatorError};
+pub use events::RunObserver;
 pub use issue::{Issue, Score, Severity, Verdict, codes};
 pub use policy::{Ceilings, HaltReason, PlanError, Policy};
 pub use price::Price;

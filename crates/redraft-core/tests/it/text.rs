@@ -37,7 +37,6 @@ fn first_prompt_shows_context_schema_and_example() {
     ```
 
     An example of the expected shape (replace every placeholder with a real value):
-
     ```json
     {
       "city": "<string>"
@@ -57,7 +56,6 @@ fn example_style_leaves_the_schema_out_of_the_first_prompt() {
     Name the city of the contract as {"city": …}.
 
     Answer with JSON of this shape (replace every placeholder with a real value):
-
     ```json
     {
       "city": "<string>"
@@ -112,7 +110,7 @@ fn feedback_shows_the_schema_once_when_the_first_prompt_did_not() {
     ```
     I think the answer i
     ```
-    [truncated: showing the first 20 of 61 characters]
+    [truncated: showing the first 20 of 60 characters]
 
     Problems (1):
     1. (root): no JSON value was found in the answer; answer with only the JSON value [invalid_json]
@@ -152,7 +150,6 @@ fn fresh_strategy_rebuilds_one_prompt_with_prior_attempts() {
     Name the city of the contract as {"city": …}.
 
     Answer with JSON of this shape (replace every placeholder with a real value):
-
     ```json
     {
       "city": "<string>"

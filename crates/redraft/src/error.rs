@@ -1,0 +1,71 @@
+//! Errors of the library's edge: configuration, and typed extraction.
+
+use std::path::PathBuf;
+
+use redraft_core::{AttemptRecord, Escalation, HaltReason, Metrics, PlanError, ProviderError};
+
+/// The run cannot start as configured. Nothing was sent to a model.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    #[error("cannot read the config file `{path}`: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the config file `{path}` is invalid: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("`{key}` is invalid: {message}")]
+    Invalid { key: String, message: String },
+    #[error("no model is named\nhint: pass `--model provider/model` (e.g. `openai/gpt-4o-mini`, `mock/replies.jsonl`) or set `default_model` in redraft.toml")]
+    NoModel,
+    #[error("`{name}` does not name a provider\nhint: write the model as `provider/model`, e.g. `openai/{name}`")]
+    BareModel { name: String },
+    #[error("unknown provider `{provider}`\nhint: use one of {}, or add `[providers.{provider}]` to redraft.toml", known.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "))]
+    UnknownProvider { provider: String, known: Vec<String> },
+    #[error("the `{provider}` provider is not available in this version of redraft\nhint: use `openai/MODEL` with an OpenAI-compatible endpoint (`OPENAI_BASE_URL`), or `mock/SCRIPT`")]
+    ProviderUnavailable { provider: String },
+    #[error("the evaluator `{directive}` is not available in this version of redraft\nhint: use `schema:PATH` or `--schema FILE`")]
+    EvaluatorUnavailable { directive: String },
+    #[error("`{directive}` is not an evaluator directive\nhint: write it as `schema:PATH`, `kind:NAME`, `exec:CMD`, `http:URL`, `score:CRITERION` or `llm:NAME`")]
+    BadDirective { directive: String },
+    #[error("no proposer was given to the runner\nhint: call `.model(&model)` or `.provider(provider)` on the builder")]
+    NoProvider,
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Schema(#[from] redraft_eval::SchemaError),
+    #[error(transparent)]
+    Script(#[from] redraft_providers::ScriptError),
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+}
+
+/// Typed extraction did not produce a value.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExtractionError {
+    /// The loop ended without an accepted artifact (max iterations, patience, budget, wall
+    /// time, stagnation or cancellation); the whole history is kept.
+    #[error("no valid answer after {attempts} attempt(s) (halted because {halted_because})")]
+    MaxRetriesExceeded {
+        attempts: u32,
+        halted_because: HaltReason,
+        history: Vec<AttemptRecord>,
+        /// The last attempt's raw text.
+        raw_output: String,
+        metrics: Metrics,
+        escalation: Option<Escalation>,
+    },
+    /// The proposer kept failing (transport or refusal).
+    #[error("the proposer failed: {source}")]
+    Provider {
+        #[source]
+        source: ProviderError,
+        history: Vec<AttemptRecord>,
+        metrics: Metrics,
+    },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}

@@ -1,0 +1,388 @@
+//! The runner: carries out what the engine decides. Every face calls this one loop.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use redraft_core::{
+    AttemptEnd, AttemptOutcome, Candidate, Ceilings, ChatProvider, ChatRequest, ChatResponse, Engine, EvalInput,
+    Evaluator, Interruption, Mode, Next, Plan, Policy, Price, PromptStyle, ProviderError, RetryDecision, RetryPolicy,
+    RunObserver, RunResult, Strategy, Task, Templates, Verdict,
+};
+use serde_json::Value;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, info, info_span, warn};
+
+use crate::check::{Check, Rejection};
+use crate::error::ConfigError;
+use crate::model::Model;
+
+/// A configured loop: a proposer, evaluators and a policy. Cheap to share; each
+/// [`Runner::run`] is one independent run.
+#[derive(Debug, Clone)]
+pub struct Runner {
+    provider: Arc<dyn ChatProvider>,
+    evaluators: Vec<Arc<dyn Evaluator>>,
+    settings: Settings,
+    retry: RetryPolicy,
+    observer: Option<Arc<dyn RunObserver>>,
+}
+
+#[derive(Debug, Clone)]
+struct Settings {
+    policy: Policy,
+    ceilings: Ceilings,
+    mode: Mode,
+    schema: Option<Value>,
+    example: Option<Value>,
+    prompt_style: PromptStyle,
+    strategy: Strategy,
+    templates: Templates,
+    feedback_max_chars: usize,
+    temperature: Option<f32>,
+    max_tokens: Option<u32>,
+    price: Option<Price>,
+}
+
+/// Builds a [`Runner`]. Everything that can be wrong is reported by [`RunnerBuilder::build`],
+/// before any model is called.
+#[derive(Debug)]
+pub struct RunnerBuilder {
+    provider: Option<Arc<dyn ChatProvider>>,
+    evaluators: Vec<Arc<dyn Evaluator>>,
+    schema: Option<Result<Value, ConfigError>>,
+    settings: Settings,
+    retry: RetryPolicy,
+    observer: Option<Arc<dyn RunObserver>>,
+}
+
+impl Default for RunnerBuilder {
+    fn default() -> Self {
+        Self {
+            provider: None,
+            evaluators: Vec::new(),
+            schema: None,
+            settings: Settings {
+                policy: Policy::default(),
+                ceilings: Ceilings::default(),
+                mode: Mode::Structured,
+                schema: None,
+                example: None,
+                prompt_style: PromptStyle::Both,
+                strategy: Strategy::Conversation,
+                templates: Templates::default(),
+                feedback_max_chars: 4000,
+                temperature: None,
+                max_tokens: None,
+                price: None,
+            },
+            retry: RetryPolicy::default(),
+            observer: None,
+        }
+    }
+}
+
+impl RunnerBuilder {
+    /// Propose with `model` (its price is used for costs and budgets).
+    pub fn model(mut self, model: &Model) -> Self {
+        self.provider = Some(model.provider.clone());
+        if model.price.is_some() {
+            self.settings.price = model.price;
+        }
+        self
+    }
+
+    /// Propose with any [`ChatProvider`].
+    pub fn provider(mut self, provider: Arc<dyn ChatProvider>) -> Self {
+        self.provider = Some(provider);
+        self
+    }
+
+    /// Check artifacts against this JSON Schema (compiled once, at `build`).
+    pub fn schema(mut self, schema: Value) -> Self {
+        self.schema = Some(Ok(schema));
+        self
+    }
+
+    /// Check artifacts against the JSON Schema in this file.
+    pub fn schema_file(mut self, path: impl AsRef<Path>) -> Self {
+        let path = path.as_ref();
+        self.schema = Some(
+            std::fs::read_to_string(path)
+                .map_err(|source| redraft_eval::SchemaError::Read { path: path.to_owned(), source }.into())
+                .and_then(|t| {
+                    serde_json::from_str(&t).map_err(|source| redraft_eval::SchemaError::Parse { path: path.to_owned(), source }.into())
+                }),
+        );
+        self
+    }
+
+    /// Add an evaluator; all evaluators run, the run passes when all pass.
+    pub fn evaluator(mut self, evaluator: Arc<dyn Evaluator>) -> Self {
+        self.evaluators.push(evaluator);
+        self
+    }
+
+    /// Add a Rust closure check over the artifact; its rejection is an ordinary failed
+    /// attempt.
+    pub fn check<F, E>(self, name: &str, f: F) -> Self
+    where
+        F: Fn(&Value) -> Result<(), E> + Send + Sync + 'static,
+        E: Into<Rejection>,
+    {
+        self.evaluator(Arc::new(Check::new(name, move |a, _| f(a))))
+    }
+
+    /// Replace the whole policy.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.settings.policy = policy;
+        self
+    }
+
+    /// Attempts at most. By default, 3.
+    pub fn max_iterations(mut self, n: u32) -> Self {
+        self.settings.policy.max_iterations = n;
+        self
+    }
+
+    /// Server-side ceilings on what a policy may ask.
+    pub fn ceilings(mut self, ceilings: Ceilings) -> Self {
+        self.settings.ceilings = ceilings;
+        self
+    }
+
+    /// Evaluate the raw text instead of extracted JSON.
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.settings.mode = mode;
+        self
+    }
+
+    /// An example instance to show the proposer. By default, a skeleton of the schema.
+    pub fn example(mut self, example: Value) -> Self {
+        self.settings.example = Some(example);
+        self
+    }
+
+    /// How the expected shape is shown. By default, `both`.
+    pub fn prompt_style(mut self, style: PromptStyle) -> Self {
+        self.settings.prompt_style = style;
+        self
+    }
+
+    /// How feedback is given. By default, `conversation`.
+    pub fn strategy(mut self, strategy: Strategy) -> Self {
+        self.settings.strategy = strategy;
+        self
+    }
+
+    /// Override the prompt templates.
+    pub fn templates(mut self, templates: Templates) -> Self {
+        self.settings.templates = templates;
+        self
+    }
+
+    /// Longest echo of a previous submission in feedback. By default, 4000 characters.
+    pub fn feedback_max_chars(mut self, n: usize) -> Self {
+        self.settings.feedback_max_chars = n;
+        self
+    }
+
+    /// Sampling temperature. By default, the provider's.
+    pub fn temperature(mut self, t: f32) -> Self {
+        self.settings.temperature = Some(t);
+        self
+    }
+
+    /// Output token limit per attempt. By default, the provider's.
+    pub fn max_tokens(mut self, n: u32) -> Self {
+        self.settings.max_tokens = Some(n);
+        self
+    }
+
+    /// The proposer's price, overriding the model's.
+    pub fn price(mut self, price: Price) -> Self {
+        self.settings.price = Some(price);
+        self
+    }
+
+    /// How transport failures are retried (the count comes from the policy's
+    /// `transport_retries`).
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Be told about every attempt as it happens.
+    pub fn observer(mut self, observer: Arc<dyn RunObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Check everything and build the runner.
+    pub fn build(mut self) -> Result<Runner, ConfigError> {
+        let provider = self.provider.ok_or(ConfigError::NoProvider)?;
+        if let Some(schema) = self.schema {
+            let evaluator = redraft_eval::SchemaEvaluator::new(schema?)?;
+            self.evaluators.insert(0, Arc::new(evaluator));
+        }
+        self.settings.schema = self.evaluators.iter().find_map(|e| e.schema().cloned());
+        self.retry.max_retries = self.settings.policy.transport_retries;
+        let runner = Runner { provider, evaluators: self.evaluators, settings: self.settings, retry: self.retry, observer: self.observer };
+        // Check the plan (policy, templates, budget vs price) once now.
+        Engine::new(runner.plan(Task::new("")))?;
+        Ok(runner)
+    }
+}
+
+/// What a run produced, with the typed provider error when the proposer failed.
+#[derive(Debug)]
+pub(crate) struct Finished {
+    pub result: RunResult,
+    pub provider_error: Option<ProviderError>,
+}
+
+impl Runner {
+    /// Start building a runner.
+    pub fn builder() -> RunnerBuilder {
+        RunnerBuilder::default()
+    }
+
+    /// The proposer's `provider/model` name.
+    pub fn model_name(&self) -> &str {
+        self.provider.name()
+    }
+
+    /// The plan a run of `task` follows.
+    pub fn plan(&self, task: Task) -> Plan {
+        let s = &self.settings;
+        let mut plan = Plan::new(task, self.provider.name());
+        plan.policy = s.policy.clone();
+        plan.ceilings = s.ceilings.clone();
+        plan.mode = s.mode;
+        plan.schema = s.schema.clone();
+        plan.example = s.example.clone();
+        plan.prompt_style = s.prompt_style;
+        plan.strategy = s.strategy;
+        plan.templates = s.templates.clone();
+        plan.feedback_max_chars = s.feedback_max_chars;
+        plan.temperature = s.temperature;
+        plan.max_tokens = s.max_tokens;
+        plan.price = s.price;
+        plan.scoring = self.evaluators.iter().any(|e| e.scoring());
+        plan
+    }
+
+    /// Run the loop on `task` until it halts. A failed run is still `Ok`: its result holds
+    /// the best-so-far artifact, the whole history and an escalation.
+    pub async fn run(&self, task: impl Into<Task>) -> Result<RunResult, ConfigError> {
+        self.run_until_cancelled(task.into(), CancellationToken::new()).await
+    }
+
+    /// Like [`Runner::run`], halting with `cancelled` when `cancel` fires (the attempt in
+    /// flight is recorded).
+    pub async fn run_until_cancelled(&self, task: Task, cancel: CancellationToken) -> Result<RunResult, ConfigError> {
+        Ok(self.run_inner(task, cancel).await?.result)
+    }
+
+    pub(crate) async fn run_inner(&self, task: Task, cancel: CancellationToken) -> Result<Finished, ConfigError> {
+        let run_id = uuid::Uuid::now_v7().to_string();
+        let span = info_span!("run", run_id = %run_id, model = %self.provider.name());
+        self.drive(run_id, task, cancel).instrument(span).await
+    }
+
+    async fn drive(&self, run_id: String, task: Task, cancel: CancellationToken) -> Result<Finished, ConfigError> {
+        let context = task.context.clone().unwrap_or(Value::Null);
+        let mut engine = Engine::new(self.plan(task))?;
+        let start = Instant::now();
+        let deadline = engine.plan().policy.max_wall_time.map(|d| start + d);
+        let attempt_timeout = engine.plan().policy.attempt_timeout;
+        let mut provider_error = None;
+        loop {
+            if cancel.is_cancelled() {
+                engine.cancel();
+            }
+            let (iteration, request) = match engine.next(start.elapsed()) {
+                Next::Halt(_) => break,
+                Next::Attempt { iteration, request } => (iteration, request),
+            };
+            if let Some(o) = &self.observer {
+                o.attempt_started(&run_id, iteration).await;
+            }
+            let t0 = Instant::now();
+            let attempt = self.attempt(&engine, iteration, &request, &context).instrument(info_span!("attempt", iteration));
+            let wall = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let end = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => AttemptEnd::Interrupted(Interruption::Cancelled),
+                _ = wall => AttemptEnd::Interrupted(Interruption::WallTime),
+                r = tokio::time::timeout(attempt_timeout, attempt) => match r {
+                    Ok(Ok(end)) => end,
+                    Ok(Err(e)) => {
+                        let message = e.to_string();
+                        provider_error = Some(e);
+                        AttemptEnd::ProviderFailed { message }
+                    }
+                    Err(_) => AttemptEnd::TimedOut,
+                },
+            };
+            let wall_ms = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let outcome = AttemptOutcome { iteration, request_chars: request.chars(), wall_ms, end };
+            if let Some(record) = engine.settle(outcome) {
+                info!(iteration, status = record.status.as_str(), score = record.score.get(), issues = record.issues.len(), "attempt finished");
+                if let Some(o) = &self.observer {
+                    o.attempt_finished(&run_id, record).await;
+                }
+            }
+        }
+        let result = engine.finish(&run_id, start.elapsed());
+        info!(status = ?result.status, halted_because = %result.halted_because, iterations = result.iterations, "run finished");
+        if let Some(o) = &self.observer {
+            o.run_finished(&result).await;
+        }
+        Ok(Finished { result, provider_error })
+    }
+
+    /// One attempt: propose (with transport retries), extract, evaluate.
+    async fn attempt(&self, engine: &Engine, iteration: u32, request: &ChatRequest, context: &Value) -> Result<AttemptEnd, ProviderError> {
+        let response = self.propose(request).await?;
+        let candidate: Candidate = engine.candidate(&response.text);
+        let verdict = match &candidate.artifact {
+            Some(artifact) => Some(self.evaluate(artifact, context, iteration).await),
+            None => None,
+        };
+        Ok(AttemptEnd::Answered { response, candidate, verdict })
+    }
+
+    /// Call the proposer, retrying transport failures as the retry policy decides. Retries
+    /// are not attempts.
+    async fn propose(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+        let mut retries = 0;
+        loop {
+            match self.provider.complete(request).await {
+                Ok(response) => return Ok(response),
+                Err(error) => match self.retry.decide(retries, &error, fastrand::f64()) {
+                    RetryDecision::Retry { after } => {
+                        warn!(retry = retries + 1, after_ms = after.as_millis() as u64, %error, "transport failure; retrying");
+                        tokio::time::sleep(after).await;
+                        retries += 1;
+                    }
+                    RetryDecision::GiveUp => return Err(error),
+                },
+            }
+        }
+    }
+
+    async fn evaluate(&self, artifact: &Value, context: &Value, iteration: u32) -> Verdict {
+        let input = EvalInput { artifact, context, iteration };
+        let mut outcomes = Vec::with_capacity(self.evaluators.len());
+        for evaluator in &self.evaluators {
+            outcomes.push(evaluator.evaluate(input).await);
+        }
+        redraft_core::evaluator::combine(outcomes)
+    }
+}
