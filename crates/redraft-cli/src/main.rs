@@ -1,1 +1,66 @@
-fn main() {}
+//! The `redraft` command.
+//!
+//! Key design decision: stdout carries data only (the artifact, or the JSON result with
+//! `--json`); progress, logs and escalations go to stderr. Exit codes are decided in one
+//! place: 0 success, 1 a failed run (or no JSON / an invalid document), 2 bad usage or
+//! configuration — in which case nothing was sent to a model.
+
+mod args;
+mod commands;
+mod input;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+use crate::args::{Cli, Command};
+use crate::commands::Outcome;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let outcome = runtime.block_on(async {
+        match cli.command {
+            Command::Run(args) => commands::run::run(args, cli.config.as_deref()).await,
+            Command::Extract(args) => commands::extract::run(args),
+            Command::Validate(args) => commands::validate::run(args),
+        }
+    });
+    exit_code(outcome)
+}
+
+/// The one place that maps outcomes and errors to exit codes.
+fn exit_code(outcome: anyhow::Result<Outcome>) -> ExitCode {
+    match outcome {
+        Ok(Outcome::Success) => ExitCode::SUCCESS,
+        Ok(Outcome::Failed) => ExitCode::from(1),
+        Err(e) => {
+            if let Some(io) = e.downcast_ref::<std::io::Error>()
+                && io.kind() == std::io::ErrorKind::BrokenPipe
+            {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+}

@@ -9,6 +9,7 @@
 //! can be tested without a clock or a network.
 
 pub mod canonical;
+pub mod directive;
 pub mod chat;
 pub mod duration;
 pub mod engine;
@@ -27,6 +28,7 @@ pub mod extract {
     pub use redraft_extract::*;
 }
 
+pub use directive::{Directive, DirectiveError};
 pub use chat::{ChatProvider, ChatRequest, ChatResponse, FinishReason, Message, ProviderError, Role, Usage};
 pub use engine::{AttemptEnd, AttemptOutcome, Candidate, Engine, Interruption, Mode, Next, Plan, Task};
 pub use evaluator::{EvalInput, Evaluator, EvaluatorError};

@@ -1,0 +1,164 @@
+//! The command line, as clap reads it.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Bounded generate → check → feed back → retry loops around language models.
+#[derive(Debug, Parser)]
+#[command(name = "redraft", version, about, propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+
+    /// Read this config file instead of searching ./redraft.toml and $XDG_CONFIG_HOME/redraft/.
+    #[arg(long, global = true, value_name = "FILE", env = "REDRAFT_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// Log more to stderr (-v info, -vv debug). `RUST_LOG` works too.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Ask a model, check the answer, feed back the problems, until it passes or a limit is hit.
+    Run(RunArgs),
+    /// Find the JSON value in model output (fenced, in prose, bare, or repaired) and print it.
+    Extract(ExtractArgs),
+    /// Check a JSON document against a JSON Schema and print every issue.
+    Validate(ValidateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The task: text, `@FILE` to read a file, or `-` for stdin.
+    #[arg(long, short = 'p', value_name = "TEXT|@FILE")]
+    pub prompt: String,
+
+    /// A system message: text or `@FILE`.
+    #[arg(long, value_name = "TEXT|@FILE")]
+    pub system: Option<String>,
+
+    /// A JSON object shown to the model and to evaluators: JSON text or `@FILE`.
+    #[arg(long, value_name = "JSON|@FILE")]
+    pub context: Option<String>,
+
+    /// Check answers against this JSON Schema file (same as `--eval schema:FILE`).
+    #[arg(long = "schema", value_name = "FILE")]
+    pub schemas: Vec<PathBuf>,
+
+    /// An evaluator directive; repeat for several (all must pass): `schema:PATH`, …
+    #[arg(long = "eval", value_name = "DIRECTIVE")]
+    pub evals: Vec<String>,
+
+    /// The proposer, as `provider/model` (`openai/gpt-4o-mini`, `mock/replies.jsonl`).
+    /// By default, `default_model` from the config.
+    #[arg(long, short = 'm', value_name = "PROVIDER/MODEL", env = "REDRAFT_MODEL")]
+    pub model: Option<String>,
+
+    /// Evaluate the raw text instead of extracting JSON from it.
+    #[arg(long)]
+    pub text: bool,
+
+    /// How the expected shape is shown to the model. By default, both.
+    #[arg(long, value_enum, value_name = "STYLE")]
+    pub prompt_style: Option<PromptStyleArg>,
+
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+
+    /// Print the whole result (SPEC 3 JSON) on stdout instead of only the artifact.
+    #[arg(long)]
+    pub json: bool,
+
+    /// A progress line per attempt on stderr. By default, only when stderr is a terminal.
+    #[arg(long, value_enum, default_value_t = Progress::Auto, value_name = "WHEN")]
+    pub progress: Progress,
+}
+
+/// The policy flags shared by every command that runs a loop.
+#[derive(Debug, Args, Default)]
+pub struct PolicyArgs {
+    /// Attempts at most. By default, 3.
+    #[arg(long, value_name = "N")]
+    pub max_iterations: Option<u32>,
+
+    /// Score at or above which an answer passes, in [0, 1]. By default, 1.0 (0.9 with a
+    /// scoring evaluator).
+    #[arg(long, value_name = "X")]
+    pub threshold: Option<f64>,
+
+    /// Halt after N attempts in a row that do not improve the best score. By default, off.
+    #[arg(long, value_name = "N")]
+    pub patience: Option<u32>,
+
+    /// Halt before an attempt that would take spending past this many USD. Needs the
+    /// model's price in the config. By default, off.
+    #[arg(long, value_name = "USD")]
+    pub max_budget: Option<f64>,
+
+    /// Halt after this long, cancelling the attempt in flight (`90s`, `5m`). By default, off.
+    #[arg(long, value_name = "DURATION")]
+    pub max_wall_time: Option<String>,
+
+    /// An attempt taking longer counts as an error (`timeout`). By default, 120s.
+    #[arg(long, value_name = "DURATION")]
+    pub attempt_timeout: Option<String>,
+
+    /// Halt with `stagnation` when the same answer is given N times (0 = off). By default, 2.
+    #[arg(long, value_name = "N")]
+    pub repeat_limit: Option<u32>,
+
+    /// Sampling temperature. By default, the provider's.
+    #[arg(long, value_name = "T")]
+    pub temperature: Option<f32>,
+
+    /// Output token limit per attempt. By default, the provider's.
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Progress {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PromptStyleArg {
+    Schema,
+    Example,
+    Both,
+}
+
+#[derive(Debug, Args)]
+pub struct ExtractArgs {
+    /// The model output to read; `-` or nothing for stdin.
+    #[arg(value_name = "FILE|-")]
+    pub input: Option<String>,
+
+    /// Print `{"value", "route", "repairs"}` instead of only the value.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Print the value on one line.
+    #[arg(long)]
+    pub compact: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// The JSON Schema to check against.
+    #[arg(long, value_name = "FILE", required = true)]
+    pub schema: PathBuf,
+
+    /// The document to check (JSON, or model output holding JSON); `-` or nothing for stdin.
+    #[arg(value_name = "FILE|-")]
+    pub input: Option<String>,
+
+    /// Print `{"passed", "issues"}` as JSON.
+    #[arg(long)]
+    pub json: bool,
+}

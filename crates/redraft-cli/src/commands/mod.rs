@@ -1,0 +1,14 @@
+//! One module per subcommand.
+
+pub mod extract;
+pub mod run;
+pub mod validate;
+
+/// How a command ended, beyond usage errors (which are `Err` and exit 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Exit 0.
+    Success,
+    /// Exit 1: the run failed, no JSON was found, the document is invalid.
+    Failed,
+}

@@ -1,0 +1,59 @@
+use crate::{output, redraft};
+
+#[tokio::test]
+async fn run_help_lists_every_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = output({
+        let mut c = redraft(dir.path());
+        c.args(["run", "--help"]).env("COLUMNS", "100");
+        c
+    })
+    .await;
+    assert_eq!(out.code, 0);
+    insta::assert_snapshot!(out.stdout, @"
+    Ask a model, check the answer, feed back the problems, until it passes or a limit is hit
+
+    Usage: redraft run [OPTIONS] --prompt <TEXT|@FILE>
+
+    Options:
+      -p, --prompt <TEXT|@FILE>         The task: text, `@FILE` to read a file, or `-` for stdin
+          --system <TEXT|@FILE>         A system message: text or `@FILE`
+          --context <JSON|@FILE>        A JSON object shown to the model and to evaluators: JSON text or
+                                        `@FILE`
+          --config <FILE>               Read this config file instead of searching ./redraft.toml and
+                                        $XDG_CONFIG_HOME/redraft/ [env: REDRAFT_CONFIG=]
+          --schema <FILE>               Check answers against this JSON Schema file (same as `--eval
+                                        schema:FILE`)
+          --eval <DIRECTIVE>            An evaluator directive; repeat for several (all must pass):
+                                        `schema:PATH`, …
+      -v, --verbose...                  Log more to stderr (-v info, -vv debug). `RUST_LOG` works too
+      -m, --model <PROVIDER/MODEL>      The proposer, as `provider/model` (`openai/gpt-4o-mini`,
+                                        `mock/replies.jsonl`). By default, `default_model` from the
+                                        config [env: REDRAFT_MODEL=]
+          --text                        Evaluate the raw text instead of extracting JSON from it
+          --prompt-style <STYLE>        How the expected shape is shown to the model. By default, both
+                                        [possible values: schema, example, both]
+          --max-iterations <N>          Attempts at most. By default, 3
+          --threshold <X>               Score at or above which an answer passes, in [0, 1]. By default,
+                                        1.0 (0.9 with a scoring evaluator)
+          --patience <N>                Halt after N attempts in a row that do not improve the best
+                                        score. By default, off
+          --max-budget <USD>            Halt before an attempt that would take spending past this many
+                                        USD. Needs the model's price in the config. By default, off
+          --max-wall-time <DURATION>    Halt after this long, cancelling the attempt in flight (`90s`,
+                                        `5m`). By default, off
+          --attempt-timeout <DURATION>  An attempt taking longer counts as an error (`timeout`). By
+                                        default, 120s
+          --repeat-limit <N>            Halt with `stagnation` when the same answer is given N times (0
+                                        = off). By default, 2
+          --temperature <T>             Sampling temperature. By default, the provider's
+          --max-tokens <N>              Output token limit per attempt. By default, the provider's
+          --json                        Print the whole result (SPEC 3 JSON) on stdout instead of only
+                                        the artifact
+          --progress <WHEN>             A progress line per attempt on stderr. By default, only when
+                                        stderr is a terminal [default: auto] [possible values: auto,
+                                        always, never]
+      -h, --help                        Print help
+      -V, --version                     Print version
+    ");
+}

@@ -1,0 +1,230 @@
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use crate::{output, redraft, repo, write};
+
+struct Script(Mutex<VecDeque<ResponseTemplate>>);
+
+impl Respond for Script {
+    fn respond(&self, _: &Request) -> ResponseTemplate {
+        self.0.lock().unwrap().pop_front().unwrap_or_else(|| ResponseTemplate::new(500).set_body_string("unexpected call"))
+    }
+}
+
+async fn serve(replies: Vec<ResponseTemplate>) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(Script(Mutex::new(replies.into())))
+        .mount(&server)
+        .await;
+    server
+}
+
+fn reply(content: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 20}
+    }))
+}
+
+const SCHEMA: &str = r#"{
+  "type": "object",
+  "required": ["city", "state"],
+  "properties": {"city": {"type": "string"}, "state": {"enum": ["OH", "KY"]}}
+}"#;
+
+struct Setup {
+    dir: tempfile::TempDir,
+    server: MockServer,
+}
+
+async fn setup(replies: Vec<ResponseTemplate>) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "schema.json", SCHEMA);
+    Setup { dir, server: serve(replies).await }
+}
+
+impl Setup {
+    fn cmd(&self, extra: &[&str]) -> assert_cmd::Command {
+        let mut cmd = redraft(self.dir.path());
+        cmd.env("OPENAI_BASE_URL", format!("{}/v1", self.server.uri()))
+            .env("OPENAI_API_KEY", "sk-test")
+            .args(["run", "--model", "openai/fake", "--schema", "schema.json", "--prompt", "Where is contract C-7?"])
+            .args(extra);
+        cmd
+    }
+
+    async fn requests(&self) -> usize {
+        self.server.received_requests().await.unwrap_or_default().len()
+    }
+}
+
+fn statuses(result: &Value) -> Vec<String> {
+    result["history"].as_array().unwrap().iter().map(|a| a["status"].as_str().unwrap().to_owned()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn converges_on_invalid_wrong_then_damaged_in_three_attempts() {
+    let s = setup(vec![
+        reply("The contract is in Toledo, Ohio."),
+        reply("```json\n{\"city\": \"Toledo\", \"state\": \"Ohio\"}\n```"),
+        reply("{city: 'Toledo', state: 'OH',}"),
+    ])
+    .await;
+    let out = output(s.cmd(&["--json"])).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(statuses(&result), ["invalid_json", "rejected", "accepted"]);
+    assert_eq!(result["status"], "succeeded");
+    assert_eq!(result["halted_because"], "success");
+    assert_eq!(result["artifact"], json!({"city": "Toledo", "state": "OH"}));
+    assert_eq!(result["history"][1]["issues"][0]["path"], "/state");
+    assert_eq!(result["history"][2]["extraction"], "repaired");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_json_stdout_is_just_the_artifact() {
+    let s = setup(vec![reply("Here: {\"city\": \"Toledo\", \"state\": \"OH\"} — done")]).await;
+    let out = output(s.cmd(&[])).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(serde_json::from_str::<Value>(&out.stdout).unwrap(), json!({"city": "Toledo", "state": "OH"}));
+    assert!(!out.stderr.contains("attempt 1/3"), "no progress lines when stderr is not a terminal: {}", out.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_wrong_answer_twice_is_stagnation_exit_1_with_escalation() {
+    let wrong = r#"{"city": "Toledo", "state": "Ohio"}"#;
+    let s = setup(vec![reply(wrong), reply(wrong), reply(wrong), reply(wrong)]).await;
+    let out = output(s.cmd(&[])).await;
+    assert_eq!(out.code, 1);
+    assert_eq!(out.stdout, "", "a failed run prints no artifact on stdout");
+    assert!(out.stderr.contains("halted because stagnation"), "{}", out.stderr);
+    assert!(out.stderr.contains("2: identical to 1"), "{}", out.stderr);
+    assert!(out.stderr.contains("pattern: the same answer was proposed twice"), "{}", out.stderr);
+    assert!(out.stderr.contains(r#"best so far (attempt 2, score 0): {"city":"Toledo","state":"Ohio"}"#), "{}", out.stderr);
+
+    let out = output(s.cmd(&["--json"])).await;
+    assert_eq!(out.code, 1);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["halted_because"], "stagnation");
+    assert_eq!(result["artifact"], serde_json::from_str::<Value>(wrong).unwrap());
+    assert_eq!(result["escalation"]["attempts"], json!(["1: /state enum", "2: identical to 1"]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_error_then_a_good_reply_costs_no_attempt() {
+    let s = setup(vec![ResponseTemplate::new(500), reply(r#"{"city": "Toledo", "state": "OH"}"#)]).await;
+    let out = output(s.cmd(&["--json"])).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["iterations"], 1);
+    assert_eq!(s.requests().await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_price_table_and_max_budget_halt_with_budget() {
+    let wrong = |c: &str| reply(&format!(r#"{{"city": "{c}", "state": "Ohio"}}"#));
+    let s = setup(vec![wrong("A"), wrong("B"), wrong("C")]).await;
+    // $0.12 per attempt (100 in + 20 out at $1000/Mtok); the second would pass $0.20.
+    write(s.dir.path(), "redraft.toml", "[models.\"openai/fake\"]\ninput_usd_per_mtok = 1000\noutput_usd_per_mtok = 1000\n");
+    let out = output(s.cmd(&["--json", "--max-budget", "0.2", "--max-tokens", "20"])).await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["halted_because"], "budget");
+    assert_eq!(result["iterations"], 1);
+    assert!((result["metrics"]["cost_usd"].as_f64().unwrap() - 0.12).abs() < 1e-9);
+    assert_eq!(s.requests().await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_without_a_price_is_a_usage_error() {
+    let s = setup(vec![]).await;
+    let out = output(s.cmd(&["--max-budget", "1"])).await;
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("price of `openai/fake` is unknown"), "{}", out.stderr);
+    assert!(out.stderr.contains("[models.\"openai/fake\"]"), "{}", out.stderr);
+    assert_eq!(s.requests().await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_or_invalid_schema_exits_2_naming_the_file_and_sends_nothing() {
+    let s = setup(vec![]).await;
+    let mut cmd = s.cmd(&[]);
+    cmd.args(["--schema", "missing.json"]);
+    let out = output(cmd).await;
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("`missing.json`"), "{}", out.stderr);
+
+    write(s.dir.path(), "broken.json", "{\"type\": ");
+    let mut cmd = s.cmd(&[]);
+    cmd.args(["--eval", "schema:broken.json"]);
+    let out = output(cmd).await;
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("`broken.json` is not valid JSON"), "{}", out.stderr);
+
+    write(s.dir.path(), "wrong.json", r#"{"type": "strnig"}"#);
+    let mut cmd = s.cmd(&[]);
+    cmd.args(["--schema", "wrong.json"]);
+    let out = output(cmd).await;
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("in `wrong.json` is not a valid JSON Schema"), "{}", out.stderr);
+    assert_eq!(s.requests().await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_errors_name_the_problem_and_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["run", "--prompt", "x"], "no model is named"),
+        (&["run", "--prompt", "x", "--model", "gpt-4o"], "write the model as `provider/model`"),
+        (&["run", "--prompt", "x", "--model", "nope/x"], "unknown provider `nope`"),
+        (&["run", "--prompt", "x", "--model", "openai/x", "--threshold", "2"], "`success_threshold` = `2` is invalid"),
+        (&["run", "--prompt", "x", "--model", "openai/x", "--max-wall-time", "soon"], "`--max-wall-time`"),
+        (&["run", "--prompt", "x", "--model", "openai/x", "--context", "[1]"], "must be a JSON object"),
+        (&["run", "--prompt", "x", "--model", "openai/x", "--eval", "sql:x"], "not an evaluator directive"),
+        (&["run", "--prompt", "@nothere.txt", "--model", "openai/x"], "cannot read the prompt file `nothere.txt`"),
+        (&["run", "--prompt", "x", "--model", "mock/nothere.jsonl"], "cannot read the mock script `nothere.jsonl`"),
+        (&["run", "--prompt", "x", "--model", "openai/x", "--config", "nothere.toml"], "cannot read the config file `nothere.toml`"),
+        (&["run"], "--prompt"),
+    ];
+    for (args, expected) in cases {
+        let out = output({
+            let mut c = redraft(dir.path());
+            c.args(*args);
+            c
+        })
+        .await;
+        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(expected), "{args:?}: {}", out.stderr);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_demo_converges_with_the_scripted_model() {
+    let mut cmd = redraft(&repo());
+    cmd.args([
+        "run",
+        "--config",
+        "examples/demo/redraft.toml",
+        "--model",
+        "mock/examples/demo/replies.jsonl",
+        "--schema",
+        "examples/demo/schema.json",
+        "--prompt",
+        "@examples/demo/prompt.txt",
+        "--progress",
+        "always",
+    ]);
+    let out = output(cmd).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let artifact: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(artifact["total"], json!(501.5));
+    let lines: Vec<&str> = out.stderr.lines().filter(|l| l.starts_with("attempt ")).collect();
+    assert_eq!(lines.len(), 3, "{}", out.stderr);
+    assert!(lines[0].contains("invalid_json") && lines[1].contains("rejected") && lines[2].contains("accepted"), "{}", out.stderr);
+}
