@@ -21,6 +21,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum Command {
     /// Ask a model, check the answer, feed back the problems, until it passes or a limit is hit.
     Run(RunArgs),

@@ -36,9 +36,9 @@ pub struct Issue {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub severity: Option<Severity>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expected: Option<Value>,
+    pub expected: Option<Box<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub found: Option<Value>,
+    pub found: Option<Box<Value>>,
 }
 
 impl Issue {
@@ -52,6 +52,13 @@ impl Issue {
             expected: None,
             found: None,
         }
+    }
+
+    /// Set what was expected and what was found.
+    pub fn with_values(mut self, expected: Option<Value>, found: Option<Value>) -> Self {
+        self.expected = expected.map(Box::new);
+        self.found = found.map(Box::new);
+        self
     }
 
     /// Set the severity.

@@ -81,7 +81,7 @@ fn issue(e: &jsonschema::ValidationError<'_>) -> Issue {
     let mut issue = Issue::new(e.instance_path().as_str(), e.kind().keyword(), e.to_string());
     let found = e.instance();
     if !(found.is_object() || found.is_array()) {
-        issue.found = Some(found.clone().into_owned());
+        issue.found = Some(Box::new(found.clone().into_owned()));
     }
     issue
 }
@@ -165,6 +165,6 @@ mod tests {
         assert!(v.passed);
         let v = ev.evaluate(EvalInput { artifact: &json!("3"), context: &ctx, iteration: 1 }).await.unwrap();
         assert!(!v.passed);
-        assert_eq!(v.issues[0].found, Some(json!("3")));
+        assert_eq!(v.issues[0].found.as_deref(), Some(&json!("3")));
     }
 }

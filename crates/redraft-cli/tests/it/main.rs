@@ -1,6 +1,8 @@
 //! The `redraft` binary, run as a user would: in a temp directory, against a fake
 //! OpenAI-compatible server on 127.0.0.1 or a scripted mock, with a clean environment.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_debug_implementations)] // test code
+
 mod extract_validate;
 mod help;
 mod run;

@@ -1,6 +1,8 @@
 //! Integration tests of the deciding loop: scenarios, the exact feedback text, escalations
 //! and the loop's invariants.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_debug_implementations)] // test code
+
 mod engine;
 mod invariants;
 mod text;
