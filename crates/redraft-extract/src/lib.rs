@@ -71,7 +71,8 @@ pub enum Repair {
     UnescapedQuote,
     /// A string lacked its start or end quote before a delimiter; it was closed there.
     MissingQuote,
-    /// An escape that JSON does not define (`\'`, `\a`, a lone surrogate) was replaced.
+    /// An escape that JSON does not define was kept as text (`\d` keeps its backslash) or
+    /// resolved (`\'` is a quote, a lone surrogate becomes U+FFFD).
     InvalidEscape,
     /// A raw newline, tab or other control character inside a string was escaped.
     ControlCharacter,
@@ -164,11 +165,19 @@ pub fn extract(raw: &str) -> Result<Extraction, NoJson> {
         return Err(NoJson::ReasoningOnly);
     }
     if visible.text.trim().is_empty() {
-        return Err(if visible.had_reasoning { NoJson::ReasoningOnly } else { NoJson::Empty });
+        return Err(if visible.had_reasoning {
+            NoJson::ReasoningOnly
+        } else {
+            NoJson::Empty
+        });
     }
-    let mut extraction = search(&visible.text)?;
+    let mut extraction = search(&visible.text, !visible.had_reasoning)?;
     let Range { start, end } = extraction.span;
-    let raw_end = if end > start { visible.raw_offset(end - 1) + 1 } else { visible.raw_offset(end) };
+    let raw_end = if end > start {
+        visible.raw_offset(end - 1) + 1
+    } else {
+        visible.raw_offset(end)
+    };
     extraction.span = visible.raw_offset(start)..raw_end;
     Ok(extraction)
 }
@@ -177,7 +186,9 @@ pub fn extract(raw: &str) -> Result<Extraction, NoJson> {
 /// refusal check. Text after the value is ignored. Valid JSON comes back unchanged with no
 /// repairs.
 pub fn repair(text: &str) -> Option<(Value, Vec<Repair>)> {
-    lenient::parse(text, 0).ok().map(|parsed| (parsed.value, parsed.repairs))
+    lenient::parse(text, 0)
+        .ok()
+        .map(|parsed| (parsed.value, parsed.repairs))
 }
 
 fn strict(text: &str) -> Option<Value> {
@@ -185,44 +196,65 @@ fn strict(text: &str) -> Option<Value> {
 }
 
 fn found(value: Value, route: Route, span: Range<usize>) -> Extraction {
-    Extraction { value, route, repairs: Vec::new(), span }
+    Extraction {
+        value,
+        route,
+        repairs: Vec::new(),
+        span,
+    }
 }
 
-/// Try the routes on text with reasoning removed.
-fn search(text: &str) -> Result<Extraction, NoJson> {
+/// Try the routes on text with reasoning removed; `checked` says the whole text is already
+/// known not to parse strictly.
+fn search(text: &str, checked: bool) -> Result<Extraction, NoJson> {
     let lead = text.len() - text.trim_start().len();
     let trimmed = text.trim();
-    if let Some(value) = strict(trimmed) {
+    if !checked && let Some(value) = strict(trimmed) {
         return Ok(found(value, Route::Bare, lead..lead + trimmed.len()));
     }
     let fences = fence::blocks(text, MAX_FENCES);
+    let mut known_bad = Vec::with_capacity(fences.len() + 1);
+    known_bad.push(lead..lead + trimmed.len());
     for block in &fences {
         let inner = text.get(block.clone()).unwrap_or_default();
         let content = inner.trim();
+        let start = block.start + (inner.len() - inner.trim_start().len());
         if let Some(value) = strict(content) {
-            let start = block.start + (inner.len() - inner.trim_start().len());
             return Ok(found(value, Route::Fenced, start..start + content.len()));
         }
+        known_bad.push(start..start + content.len());
     }
     if let Some((value, span)) = scan::sequence(text) {
-        return Ok(Extraction { value, route: Route::Repaired, repairs: vec![Repair::MultipleValues], span });
+        return Ok(Extraction {
+            value,
+            route: Route::Repaired,
+            repairs: vec![Repair::MultipleValues],
+            span,
+        });
     }
-    let spans = scan::spans(text);
+    let spans = scan::spans(text, &known_bad);
     if let Some((value, span)) = spans.found {
         return Ok(found(value, Route::Balanced, span));
     }
     // starting points for repair: fenced contents, the whole text, damaged spans
     let mut starts: Vec<(usize, usize, bool)> = Vec::new();
     for block in &fences {
-        if text.get(block.clone()).is_some_and(|inner| !inner.trim().is_empty()) {
-            starts.push((block.start, block.end, false));
+        let inner = text.get(block.clone()).unwrap_or_default();
+        if !inner.trim().is_empty() {
+            starts.push((
+                block.start + (inner.len() - inner.trim_start().len()),
+                block.end,
+                false,
+            ));
         }
     }
     if !matches!(text.as_bytes().get(lead), Some(b'{' | b'[')) {
         starts.push((lead, text.len(), false));
     }
     for &start in &spans.damaged {
-        let prose_before = text.get(..start).is_some_and(|before| !before.trim().is_empty());
+        let prose_before = text
+            .get(..start)
+            .is_some_and(|before| !before.trim().is_empty());
         starts.push((start, text.len(), prose_before));
     }
     starts.dedup_by_key(|s| s.0);
@@ -231,11 +263,14 @@ fn search(text: &str) -> Result<Extraction, NoJson> {
         if let Ok(parsed) = lenient::parse(slice, start)
             && acceptable(&parsed, slice, start, prose_before)
         {
+            let read = slice
+                .get(start..parsed.end)
+                .map_or(0, |s| s.trim_end().len());
             return Ok(Extraction {
                 value: parsed.value,
                 route: Route::Repaired,
                 repairs: parsed.repairs,
-                span: start..parsed.end.max(start),
+                span: start..start + read,
             });
         }
     }
@@ -245,15 +280,33 @@ fn search(text: &str) -> Result<Extraction, NoJson> {
 /// Whether a lenient parse is an answer rather than prose read as JSON.
 ///
 /// Bare words become a string only when the whole candidate is one data-like token; scalars
-/// must fill the candidate; a container after prose must hold some JSON-only token (a quoted
-/// string, number, literal or colon), so `I can't do [that].` is not `["that"]`.
+/// must fill the candidate; a container next to prose that holds only bare words (or nothing,
+/// cut off) must also hold some JSON-only token (a quoted string, number, literal or colon),
+/// so `I can't do [that].` is not `["that"]`.
 fn acceptable(parsed: &lenient::Parsed, text: &str, start: usize, prose_before: bool) -> bool {
     if parsed.bare_words {
         let token = text.get(start..).unwrap_or_default().trim();
         return parsed.complete && lone_token(token);
     }
-    match parsed.value {
-        Value::Object(_) | Value::Array(_) => !prose_before || parsed.evidence > 0,
+    match &parsed.value {
+        // bare words in brackets next to prose (`[citation needed] I can't`) are prose too
+        Value::Object(_) | Value::Array(_) => {
+            let weak = parsed.evidence == 0
+                && parsed.repairs.iter().any(|r| {
+                    matches!(
+                        r,
+                        Repair::UnquotedString | Repair::UnquotedKey | Repair::TruncatedTail
+                    )
+                });
+            !weak || !(prose_before || !parsed.complete)
+        }
+        // a lone quote character is not an empty string
+        Value::String(s) if s.is_empty() => {
+            parsed.complete
+                && text
+                    .get(start..)
+                    .is_some_and(|t| t.trim().chars().count() > 1)
+        }
         _ => parsed.complete,
     }
 }

@@ -58,15 +58,19 @@ pub(crate) fn balanced(b: &[u8], start: usize) -> Option<usize> {
 }
 
 fn next_bracket(b: &[u8], from: usize) -> Option<usize> {
-    b.get(from..)?.iter().position(|&c| c == b'{' || c == b'[').map(|at| from + at)
+    b.get(from..)?
+        .iter()
+        .position(|&c| c == b'{' || c == b'[')
+        .map(|at| from + at)
 }
 
-/// Scan `text` for the first bracketed span that parses strictly.
+/// Scan `text` for the first bracketed span that parses strictly. Spans in `known_bad` (text
+/// already found not to parse) are not parsed again.
 ///
 /// A span at the very start of the text followed by JSON debris (`,`, `}`, `]`, `:` or `"`,
 /// as in `{"a": 1}, "b": 2}`) is the head of a damaged document, not an answer: it is left to
 /// repair.
-pub(crate) fn spans(text: &str) -> Scan {
+pub(crate) fn spans(text: &str, known_bad: &[Range<usize>]) -> Scan {
     let b = text.as_bytes();
     let mut scan = Scan::default();
     let mut pos = 0;
@@ -78,7 +82,13 @@ pub(crate) fn spans(text: &str) -> Scan {
             scan.damaged.push(start);
             break;
         };
-        if let Some(value) = text.get(start..end).and_then(|s| serde_json::from_str::<Value>(s).ok()) {
+        let parsed = if known_bad.contains(&(start..end)) {
+            None
+        } else {
+            text.get(start..end)
+                .and_then(|s| serde_json::from_str::<Value>(s).ok())
+        };
+        if let Some(value) = parsed {
             let at_start = tried == 0 && text.get(..start).is_some_and(|p| p.trim().is_empty());
             let next = b.get(skip_trivia(b, end, b.len())).copied();
             if at_start && matches!(next, Some(b',' | b'}' | b']' | b':' | b'"')) {
@@ -107,12 +117,17 @@ pub(crate) fn sequence(text: &str) -> Option<(Value, Range<usize>)> {
             return None;
         }
         let end = balanced(b, i)?;
+        let mut next = skip_trivia(b, end, b.len());
+        if b.get(next) == Some(&b',') {
+            next = skip_trivia(b, next + 1, b.len());
+        }
+        if items.is_empty() && !matches!(b.get(next), Some(b'{' | b'[')) {
+            // a single value: not a sequence (checked before parsing anything)
+            return None;
+        }
         items.push(serde_json::from_str::<Value>(text.get(i..end)?).ok()?);
         last = end;
-        i = skip_trivia(b, end, b.len());
-        if b.get(i) == Some(&b',') {
-            i = skip_trivia(b, i + 1, b.len());
-        }
+        i = next;
     }
     if items.len() < 2 {
         return None;
@@ -126,18 +141,25 @@ mod tests {
 
     /// `expect`: the strict value found (as JSON text) and the damaged starts.
     fn check(text: &str, expect: (Option<&str>, &[usize])) {
-        let scan = spans(text);
+        let scan = spans(text, &[]);
         let found = scan.found.map(|(v, r)| {
             assert!(text.get(r).is_some());
             v.to_string()
         });
-        assert_eq!((found.as_deref(), scan.damaged.as_slice()), expect, "{text:?}");
+        assert_eq!(
+            (found.as_deref(), scan.damaged.as_slice()),
+            expect,
+            "{text:?}"
+        );
     }
 
     #[test]
     fn spans_in_prose() {
         check(r#"Here: {"a": 1} ok"#, (Some(r#"{"a":1}"#), &[]));
-        check(r#"x {"code":"fn x() { }"} y"#, (Some(r#"{"code":"fn x() { }"}"#), &[]));
+        check(
+            r#"x {"code":"fn x() { }"} y"#,
+            (Some(r#"{"code":"fn x() { }"}"#), &[]),
+        );
         check(r#"use {name} then {"a": 1}"#, (Some(r#"{"a":1}"#), &[4]));
         check(r#"{"a": {"b": 1},}"#, (None, &[0]));
         check(r#"{"items":[{"id":1},{"id":2,"na"#, (None, &[0]));
@@ -149,7 +171,10 @@ mod tests {
     #[test]
     fn sequences() {
         let seq = |t: &str| sequence(t).map(|(v, r)| (v.to_string(), r));
-        assert_eq!(seq("{\"a\":1}\n{\"b\":2}"), Some((r#"[{"a":1},{"b":2}]"#.into(), 0..15)));
+        assert_eq!(
+            seq("{\"a\":1}\n{\"b\":2}"),
+            Some((r#"[{"a":1},{"b":2}]"#.into(), 0..15))
+        );
         assert_eq!(seq("/* 1 */ {}, {}"), Some(("[{},{}]".into(), 8..14)));
         assert_eq!(seq("[]{\"k\":1}"), Some((r#"{"k":1}"#.into(), 0..9)));
         assert_eq!(seq("{\"a\":1}"), None);

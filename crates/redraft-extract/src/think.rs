@@ -88,7 +88,12 @@ pub(crate) fn strip(raw: &str) -> Visible<'_> {
         pieces.push((vis, a));
         vis += b - a;
     }
-    Visible { text, pieces, had_reasoning, unfinished }
+    Visible {
+        text,
+        pieces,
+        had_reasoning,
+        unfinished,
+    }
 }
 
 #[cfg(test)]
@@ -108,9 +113,15 @@ mod tests {
     #[test]
     fn reasoning_blocks() {
         check(r#"{"a":1}"#, (r#"{"a":1}"#, false, Some(0)));
-        check(r#"<think>{"a":0}</think>{"a":3}"#, (r#"{"a":3}"#, false, Some(21)));
-        check("<think>x</think> A <think>y</think> {}", (" A  {}", false, Some(36)));
-        check("hmm, so…</think>\n{}", ("\n{}", false, Some(17)));
+        check(
+            r#"<think>{"a":0}</think>{"a":3}"#,
+            (r#"{"a":3}"#, false, Some(22)),
+        );
+        check(
+            "<think>x</think> A <think>y</think> {}",
+            (" A  {}", false, Some(36)),
+        );
+        check("hmm, so…</think>\n{}", ("\n{}", false, Some(19)));
         check("<think>still going {", ("", true, None));
         check("answer {} <think>later", ("answer {} ", false, Some(7)));
         check("<thinking>x</thinking>{}", ("{}", false, Some(22)));

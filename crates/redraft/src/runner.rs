@@ -23,26 +23,12 @@ use crate::model::Model;
 pub struct Runner {
     provider: Arc<dyn ChatProvider>,
     evaluators: Vec<Arc<dyn Evaluator>>,
-    settings: Settings,
+    /// Every setting of a run; each run copies it and sets its task.
+    template: Plan,
     retry: RetryPolicy,
     observer: Option<Arc<dyn RunObserver>>,
 }
 
-#[derive(Debug, Clone)]
-struct Settings {
-    policy: Policy,
-    ceilings: Ceilings,
-    mode: Mode,
-    schema: Option<Value>,
-    example: Option<Value>,
-    prompt_style: PromptStyle,
-    strategy: Strategy,
-    templates: Templates,
-    feedback_max_chars: usize,
-    temperature: Option<f32>,
-    max_tokens: Option<u32>,
-    price: Option<Price>,
-}
 
 /// Builds a [`Runner`]. Everything that can be wrong is reported by [`RunnerBuilder::build`],
 /// before any model is called.
@@ -51,7 +37,7 @@ pub struct RunnerBuilder {
     provider: Option<Arc<dyn ChatProvider>>,
     evaluators: Vec<Arc<dyn Evaluator>>,
     schema: Option<Result<Value, ConfigError>>,
-    settings: Settings,
+    template: Plan,
     retry: RetryPolicy,
     observer: Option<Arc<dyn RunObserver>>,
 }
@@ -62,20 +48,7 @@ impl Default for RunnerBuilder {
             provider: None,
             evaluators: Vec::new(),
             schema: None,
-            settings: Settings {
-                policy: Policy::default(),
-                ceilings: Ceilings::default(),
-                mode: Mode::Structured,
-                schema: None,
-                example: None,
-                prompt_style: PromptStyle::Both,
-                strategy: Strategy::Conversation,
-                templates: Templates::default(),
-                feedback_max_chars: 4000,
-                temperature: None,
-                max_tokens: None,
-                price: None,
-            },
+            template: Plan::new(Task::default(), ""),
             retry: RetryPolicy::default(),
             observer: None,
         }
@@ -87,7 +60,7 @@ impl RunnerBuilder {
     pub fn model(mut self, model: &Model) -> Self {
         self.provider = Some(model.provider.clone());
         if model.price.is_some() {
-            self.settings.price = model.price;
+            self.template.price = model.price;
         }
         self
     }
@@ -135,73 +108,73 @@ impl RunnerBuilder {
 
     /// Replace the whole policy.
     pub fn policy(mut self, policy: Policy) -> Self {
-        self.settings.policy = policy;
+        self.template.policy = policy;
         self
     }
 
     /// Attempts at most. By default, 3.
     pub fn max_iterations(mut self, n: u32) -> Self {
-        self.settings.policy.max_iterations = n;
+        self.template.policy.max_iterations = n;
         self
     }
 
     /// Server-side ceilings on what a policy may ask.
     pub fn ceilings(mut self, ceilings: Ceilings) -> Self {
-        self.settings.ceilings = ceilings;
+        self.template.ceilings = ceilings;
         self
     }
 
     /// Evaluate the raw text instead of extracted JSON.
     pub fn mode(mut self, mode: Mode) -> Self {
-        self.settings.mode = mode;
+        self.template.mode = mode;
         self
     }
 
     /// An example instance to show the proposer. By default, a skeleton of the schema.
     pub fn example(mut self, example: Value) -> Self {
-        self.settings.example = Some(example);
+        self.template.example = Some(example);
         self
     }
 
     /// How the expected shape is shown. By default, `both`.
     pub fn prompt_style(mut self, style: PromptStyle) -> Self {
-        self.settings.prompt_style = style;
+        self.template.prompt_style = style;
         self
     }
 
     /// How feedback is given. By default, `conversation`.
     pub fn strategy(mut self, strategy: Strategy) -> Self {
-        self.settings.strategy = strategy;
+        self.template.strategy = strategy;
         self
     }
 
     /// Override the prompt templates.
     pub fn templates(mut self, templates: Templates) -> Self {
-        self.settings.templates = templates;
+        self.template.templates = templates;
         self
     }
 
     /// Longest echo of a previous submission in feedback. By default, 4000 characters.
     pub fn feedback_max_chars(mut self, n: usize) -> Self {
-        self.settings.feedback_max_chars = n;
+        self.template.feedback_max_chars = n;
         self
     }
 
     /// Sampling temperature. By default, the provider's.
     pub fn temperature(mut self, t: f32) -> Self {
-        self.settings.temperature = Some(t);
+        self.template.temperature = Some(t);
         self
     }
 
     /// Output token limit per attempt. By default, the provider's.
     pub fn max_tokens(mut self, n: u32) -> Self {
-        self.settings.max_tokens = Some(n);
+        self.template.max_tokens = Some(n);
         self
     }
 
     /// The proposer's price, overriding the model's.
     pub fn price(mut self, price: Price) -> Self {
-        self.settings.price = Some(price);
+        self.template.price = Some(price);
         self
     }
 
@@ -225,9 +198,11 @@ impl RunnerBuilder {
             let evaluator = redraft_eval::SchemaEvaluator::new(schema?)?;
             self.evaluators.insert(0, Arc::new(evaluator));
         }
-        self.settings.schema = self.evaluators.iter().find_map(|e| e.schema().cloned());
-        self.retry.max_retries = self.settings.policy.transport_retries;
-        let runner = Runner { provider, evaluators: self.evaluators, settings: self.settings, retry: self.retry, observer: self.observer };
+        self.template.schema = self.evaluators.iter().find_map(|e| e.schema().cloned());
+        self.template.scoring = self.evaluators.iter().any(|e| e.scoring());
+        self.template.model = provider.name().to_owned();
+        self.retry.max_retries = self.template.policy.transport_retries;
+        let runner = Runner { provider, evaluators: self.evaluators, template: self.template, retry: self.retry, observer: self.observer };
         // Check the plan (policy, templates, budget vs price) once now.
         Engine::new(runner.plan(Task::new("")))?;
         Ok(runner)
@@ -254,22 +229,7 @@ impl Runner {
 
     /// The plan a run of `task` follows.
     pub fn plan(&self, task: Task) -> Plan {
-        let s = &self.settings;
-        let mut plan = Plan::new(task, self.provider.name());
-        plan.policy = s.policy.clone();
-        plan.ceilings = s.ceilings.clone();
-        plan.mode = s.mode;
-        plan.schema = s.schema.clone();
-        plan.example = s.example.clone();
-        plan.prompt_style = s.prompt_style;
-        plan.strategy = s.strategy;
-        plan.templates = s.templates.clone();
-        plan.feedback_max_chars = s.feedback_max_chars;
-        plan.temperature = s.temperature;
-        plan.max_tokens = s.max_tokens;
-        plan.price = s.price;
-        plan.scoring = self.evaluators.iter().any(|e| e.scoring());
-        plan
+        Plan { task, ..self.template.clone() }
     }
 
     /// Run the loop on `task` until it halts. A failed run is still `Ok`: its result holds

@@ -1,36 +1,7 @@
-use std::collections::VecDeque;
-use std::sync::Mutex;
-
+use redraft_testkit::{FakeOpenAi, Reply, reply, status};
 use serde_json::{Value, json};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::{output, redraft, repo, write};
-
-struct Script(Mutex<VecDeque<ResponseTemplate>>);
-
-impl Respond for Script {
-    fn respond(&self, _: &Request) -> ResponseTemplate {
-        self.0.lock().unwrap().pop_front().unwrap_or_else(|| ResponseTemplate::new(500).set_body_string("unexpected call"))
-    }
-}
-
-async fn serve(replies: Vec<ResponseTemplate>) -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/v1/chat/completions"))
-        .respond_with(Script(Mutex::new(replies.into())))
-        .mount(&server)
-        .await;
-    server
-}
-
-fn reply(content: &str) -> ResponseTemplate {
-    ResponseTemplate::new(200).set_body_json(json!({
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 20}
-    }))
-}
 
 const SCHEMA: &str = r#"{
   "type": "object",
@@ -40,19 +11,19 @@ const SCHEMA: &str = r#"{
 
 struct Setup {
     dir: tempfile::TempDir,
-    server: MockServer,
+    server: FakeOpenAi,
 }
 
-async fn setup(replies: Vec<ResponseTemplate>) -> Setup {
+async fn setup(replies: Vec<Reply>) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "schema.json", SCHEMA);
-    Setup { dir, server: serve(replies).await }
+    Setup { dir, server: FakeOpenAi::start(replies).await }
 }
 
 impl Setup {
     fn cmd(&self, extra: &[&str]) -> assert_cmd::Command {
         let mut cmd = redraft(self.dir.path());
-        cmd.env("OPENAI_BASE_URL", format!("{}/v1", self.server.uri()))
+        cmd.env("OPENAI_BASE_URL", self.server.base_url())
             .env("OPENAI_API_KEY", "sk-test")
             .args(["run", "--model", "openai/fake", "--schema", "schema.json", "--prompt", "Where is contract C-7?"])
             .args(extra);
@@ -60,7 +31,7 @@ impl Setup {
     }
 
     async fn requests(&self) -> usize {
-        self.server.received_requests().await.unwrap_or_default().len()
+        self.server.calls().await
     }
 }
 
@@ -118,7 +89,7 @@ async fn the_same_wrong_answer_twice_is_stagnation_exit_1_with_escalation() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_error_then_a_good_reply_costs_no_attempt() {
-    let s = setup(vec![ResponseTemplate::new(500), reply(r#"{"city": "Toledo", "state": "OH"}"#)]).await;
+    let s = setup(vec![status(500), reply(r#"{"city": "Toledo", "state": "OH"}"#)]).await;
     let out = output(s.cmd(&["--json"])).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let result: Value = serde_json::from_str(&out.stdout).unwrap();

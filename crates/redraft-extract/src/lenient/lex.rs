@@ -63,8 +63,12 @@ pub(super) fn odd_space_len(b: &[u8], i: usize) -> usize {
 }
 
 /// Characters after which a closing quote is believable: structure, `/`, `+`, newline.
+/// Parentheses are not among them: `"six feet (72") tall"` is one string.
 pub(super) fn is_delim(c: u8) -> bool {
-    matches!(c, b',' | b':' | b'[' | b']' | b'{' | b'}' | b'(' | b')' | b'/' | b'+' | b'\n')
+    matches!(
+        c,
+        b',' | b':' | b'[' | b']' | b'{' | b'}' | b'/' | b'+' | b'\n'
+    )
 }
 
 /// Characters that may continue an identifier-like token.
@@ -106,7 +110,7 @@ pub(super) fn comment_end(b: &[u8], i: usize, end: usize, kind: Comment) -> usiz
 
 /// Position of the next significant byte at or after `i` (skipping whitespace, odd spaces
 /// and comments), without recording anything.
-pub(super) fn skip_trivia(b: &[u8], mut i: usize, end: usize) -> usize {
+pub(crate) fn skip_trivia(b: &[u8], mut i: usize, end: usize) -> usize {
     while i < end {
         let c = b.get(i).copied().unwrap_or(0);
         if is_ws(c) {
@@ -139,13 +143,15 @@ pub(super) fn prev_significant(b: &[u8], i: usize) -> Option<(usize, u8)> {
 
 /// Whether a quoted key (`"name":`) starts at `i`: a quote, its closing quote on the same
 /// line, then a colon.
+///
+/// Not bounded: valid JSON relies on it to recognise the next member after `",`, and each key
+/// is scanned a constant number of times.
 pub(super) fn quoted_key_at(b: &[u8], i: usize, end: usize) -> bool {
     let Some((open, len)) = quote_at(b, i) else {
         return false;
     };
-    let limit = end.min(i + LOOKAHEAD);
     let mut j = i + len;
-    while j < limit {
+    while j < end {
         match b.get(j) {
             Some(b'\n') | None => return false,
             Some(b'\\') => j += 2,
@@ -163,7 +169,8 @@ pub(super) fn quoted_key_at(b: &[u8], i: usize, end: usize) -> bool {
     false
 }
 
-/// Whether an object member (`"key":` or `key:`) starts at the next significant byte from `i`.
+/// Whether an object member (`"key":`, `key:` or `key":`) starts at the next significant byte
+/// from `i`.
 pub(super) fn member_at(b: &[u8], i: usize, end: usize) -> bool {
     let i = skip_trivia(b, i, end);
     if quote_at(b, i).is_some() {
@@ -176,6 +183,10 @@ pub(super) fn member_at(b: &[u8], i: usize, end: usize) -> bool {
     }
     if j == i {
         return false;
+    }
+    if b.get(j) == Some(&b'"') {
+        // `b":`, a key that lost its opening quote
+        j += 1;
     }
     while j < limit && b.get(j).is_some_and(|&c| c == b' ' || c == b'\t') {
         j += 1;
@@ -214,7 +225,11 @@ mod tests {
 
     fn check(input: &str, at: usize, expect: (bool, bool, Option<Quote>)) {
         let b = input.as_bytes();
-        let got = (member_at(b, at, b.len()), item_at(b, at, b.len()), quote_at(b, at).map(|q| q.0));
+        let got = (
+            member_at(b, at, b.len()),
+            item_at(b, at, b.len()),
+            quote_at(b, at).map(|q| q.0),
+        );
         assert_eq!(got, expect, "{input:?} at {at}");
     }
 

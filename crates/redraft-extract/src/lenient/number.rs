@@ -26,7 +26,10 @@ impl Parser<'_> {
             }
             _ => {}
         }
-        if self.src.get(i..self.end).is_some_and(|rest| rest.starts_with("Infinity"))
+        if self
+            .src
+            .get(i..self.end)
+            .is_some_and(|rest| rest.starts_with("Infinity"))
             && self.peek_at(i + 8).is_none_or(|c| !lex::is_ident(c))
         {
             self.pos = i + 8;
@@ -113,7 +116,8 @@ impl Parser<'_> {
                 out.push(char::from(c));
                 n += 1;
                 *i += 1;
-            } else if c == b'_' && n > 0 && self.peek_at(*i + 1).is_some_and(|d| d.is_ascii_digit()) {
+            } else if c == b'_' && n > 0 && self.peek_at(*i + 1).is_some_and(|d| d.is_ascii_digit())
+            {
                 *fixed = true;
                 *i += 1;
             } else {
@@ -129,7 +133,7 @@ impl Parser<'_> {
             return true;
         };
         lex::is_ws(c)
-            || matches!(c, b',' | b']' | b'}' | b')')
+            || matches!(c, b',' | b']' | b'}' | b')' | b'{' | b'[')
             || (c == b':' && ctx == Ctx::Key)
             || ((c == b'/' || c == b'#') && lex::comment_at(self.b, i).is_some())
             || lex::odd_space_len(self.b, i) > 0

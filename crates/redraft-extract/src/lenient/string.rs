@@ -21,6 +21,53 @@ enum Stop {
     Delim,
     /// At this byte offset: the end quote belonged before a comma there.
     At(usize),
+    /// At the first delimiter, keeping quotes as text: the text ended without an end quote.
+    Lost,
+}
+
+/// What a string read so far leaves open: its quote, and brackets its text has not closed.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Opens {
+    pub(super) quote: Quote,
+    paren: usize,
+    square: usize,
+    curly: usize,
+}
+
+impl Opens {
+    fn new(quote: Quote) -> Self {
+        Opens {
+            quote,
+            paren: 0,
+            square: 0,
+            curly: 0,
+        }
+    }
+
+    fn track(&mut self, c: u8) {
+        match c {
+            b'(' => self.paren += 1,
+            b')' => self.paren = self.paren.saturating_sub(1),
+            b'[' => self.square += 1,
+            b']' => self.square = self.square.saturating_sub(1),
+            b'{' => self.curly += 1,
+            b'}' => self.curly = self.curly.saturating_sub(1),
+            _ => {}
+        }
+    }
+
+    /// Whether a `{` or `[` is still open.
+    pub(super) fn unclosed(self) -> bool {
+        self.square > 0 || self.curly > 0
+    }
+
+    pub(super) fn open_for(self, close: u8) -> usize {
+        match close {
+            b')' => self.paren,
+            b']' => self.square,
+            _ => self.curly,
+        }
+    }
 }
 
 /// Outcome of one reading of a quoted string.
@@ -42,6 +89,9 @@ impl Parser<'_> {
             }
             let (m, _) = self.next_significant(n + 1);
             if m >= self.end || quote_at(self.b, m).is_none() {
+                // `"hello" +` with nothing to join: drop the `+`
+                self.note(Repair::Concatenation);
+                self.pos = n + 1;
                 break;
             }
             self.note(Repair::Concatenation);
@@ -56,7 +106,11 @@ impl Parser<'_> {
     pub(super) fn quoted(&mut self, ctx: Ctx) -> Result<String, Fail> {
         let start = self.pos;
         let mark = self.repairs.len();
-        let first = if self.reread_budget == 0 { Stop::Delim } else { Stop::Quote };
+        let first = if self.reread_budget == 0 {
+            Stop::Delim
+        } else {
+            Stop::Quote
+        };
         match self.scan(start, ctx, first)? {
             Scan::Done(text) => Ok(text),
             Scan::Retry(stop, read) => {
@@ -87,25 +141,41 @@ impl Parser<'_> {
             Quote::DoubleLike | Quote::SingleLike => self.note(Repair::SmartQuotes),
         }
         let mut i = start + qlen;
+        let mut doubled = false;
         if stop == Stop::Quote
             && let Some((q, l)) = quote_at(b, i)
             && open.closed_by(q)
-            && self.next_significant(i + l).1.is_some_and(|c| c.is_ascii_alphanumeric())
+            && self
+                .next_significant(i + l)
+                .1
+                .is_some_and(|c| c.is_ascii_alphanumeric())
         {
-            // `""value"`: a doubled opening quote
+            // `""value""`: doubled quotes around the text
             self.note(Repair::UnescapedQuote);
             i += l;
+            doubled = true;
         }
         let mut out = String::new();
         let mut seg = i;
+        // `out[raw_from..]` was copied from the source without escapes
+        let mut raw_from = 0;
+        let mut opens = Opens::new(open);
+        // quotes judged to sit inside the text
+        let mut inner = 0usize;
         loop {
             if i >= self.end {
                 self.push_seg(&mut out, seg, self.end);
                 let lost_end = lex::prev_significant(b, self.end)
                     .is_some_and(|(j, c)| j >= start + qlen && lex::is_delim(c));
                 if stop == Stop::Quote && lost_end {
-                    // `["hello]`: the end quote belongs before the delimiter
-                    return Ok(Scan::Retry(Stop::Delim, self.end - start));
+                    // `["hello]`: the end quote belongs before the delimiter; quotes met on the
+                    // way stay text if they pair up (`"a "b" c}`), else the first one ends it
+                    let retry = if inner.is_multiple_of(2) {
+                        Stop::Lost
+                    } else {
+                        Stop::Delim
+                    };
+                    return Ok(Scan::Retry(retry, self.end - start));
                 }
                 trim_end(&mut out);
                 self.note(Repair::TruncatedTail);
@@ -125,27 +195,53 @@ impl Parser<'_> {
             if let Some((q, ql)) = quote_at(b, i)
                 && open.closed_by(q)
             {
-                self.push_seg(&mut out, seg, i);
                 let after = i + ql;
-                if stop != Stop::Quote {
-                    self.pos = after;
-                    return Ok(Scan::Done(out));
+                match stop {
+                    Stop::Delim => {
+                        self.push_seg(&mut out, seg, i);
+                        self.pos = after;
+                        return Ok(Scan::Done(out));
+                    }
+                    Stop::Lost | Stop::At(_) => {
+                        // quotes already judged to sit inside the text stay text
+                        self.note(Repair::UnescapedQuote);
+                        i = after;
+                        continue;
+                    }
+                    Stop::Quote => {}
                 }
+                self.push_seg(&mut out, seg, i);
                 if let Some((q2, l2)) = quote_at(b, after)
                     && q2 == q
-                    && self.peek_at(after + l2).is_some_and(|c| c.is_ascii_alphanumeric())
                 {
-                    // `'it''s'`: a doubled quote stands for one
-                    self.note(Repair::UnescapedQuote);
-                    self.push_seg(&mut out, i, after);
-                    i = after + l2;
-                    seg = i;
-                    continue;
+                    let after2 = after + l2;
+                    if matches!(q, Quote::Single | Quote::SingleLike)
+                        && self
+                            .peek_at(after2)
+                            .is_some_and(|c| c.is_ascii_alphanumeric())
+                    {
+                        // `'it''s'`: a doubled quote stands for one
+                        self.note(Repair::UnescapedQuote);
+                        self.push_seg(&mut out, i, after);
+                        i = after2;
+                        seg = i;
+                        continue;
+                    }
+                    if self.end_trusted(after2, ctx, opens) {
+                        // `"72""`: a quote, then the end quote (or `""word""` closing)
+                        self.note(Repair::UnescapedQuote);
+                        if !doubled {
+                            self.push_seg(&mut out, i, after);
+                        }
+                        finish(&mut out, raw_from);
+                        self.pos = after2;
+                        return Ok(Scan::Done(out));
+                    }
                 }
-                let (n, next) = self.next_significant(after);
-                let trusted = next.is_none_or(|c| lex::is_delim(c) || c.is_ascii_digit())
-                    || quote_at(b, n).is_some();
-                if trusted || (ctx == Ctx::Key && n > after) {
+                let key_gap = ctx == Ctx::Key && self.next_significant(after).0 > after;
+                let next_item = ctx == Ctx::Array && inner == 0 && self.unopened_item_at(after);
+                if key_gap || next_item || self.end_trusted(after, ctx, opens) {
+                    finish(&mut out, raw_from);
                     self.pos = after;
                     return Ok(Scan::Done(out));
                 }
@@ -163,18 +259,20 @@ impl Parser<'_> {
                             return Ok(Scan::Retry(Stop::At(comma), i - start));
                         }
                     }
-                    Some((_, p)) if lex::is_delim(p) => {
+                    // inside a `{…}` or `[…]` the string holds itself, delimiters are its text
+                    Some((_, p)) if lex::is_delim(p) && !opens.unclosed() => {
                         return Ok(Scan::Retry(Stop::Delim, i - start));
                     }
                     _ => {}
                 }
+                inner += 1;
                 self.note(Repair::UnescapedQuote);
                 self.push_seg(&mut out, i, after);
                 i = after;
                 seg = i;
                 continue;
             }
-            if stop == Stop::Delim && self.stops_string(i, c, ctx) {
+            if matches!(stop, Stop::Delim | Stop::Lost) && self.stops_string(i, c, ctx) {
                 self.push_seg(&mut out, seg, i);
                 trim_end(&mut out);
                 self.note(Repair::MissingQuote);
@@ -186,6 +284,7 @@ impl Parser<'_> {
                     self.push_seg(&mut out, seg, i);
                     i = self.escape(i, &mut out)?;
                     seg = i;
+                    raw_from = out.len();
                 }
                 b'\n' | b'\r' | b'\t' | 0x08 | 0x0C => {
                     self.note(Repair::ControlCharacter);
@@ -195,7 +294,10 @@ impl Parser<'_> {
                     self.pos = i;
                     return Err(self.fail("no raw control characters in a string"));
                 }
-                _ => i += 1,
+                _ => {
+                    opens.track(c);
+                    i += 1;
+                }
             }
         }
     }
@@ -219,7 +321,7 @@ impl Parser<'_> {
     }
 
     /// Whether the byte before `i` is a colon, as in the `://` of a URL.
-    fn after_colon(&self, i: usize) -> bool {
+    pub(super) fn after_colon(&self, i: usize) -> bool {
         i > 0 && self.b.get(i - 1) == Some(&b':')
     }
 
@@ -240,12 +342,21 @@ impl Parser<'_> {
             b'r' => '\r',
             b't' => '\t',
             b'u' => return self.unicode_escape(i, out),
-            _ => {
-                // not a JSON escape (`\'`, `\a`): keep the character, drop the backslash
+            b'\'' | b'\n' => {
+                // `\'` from JavaScript, or a backslash continuing the line
                 self.note(Repair::InvalidEscape);
-                let c = self.src.get(i + 1..).and_then(|s| s.chars().next()).unwrap_or('\\');
-                out.push(c);
-                return Ok(i + 1 + c.len_utf8());
+                char::from(n)
+            }
+            _ if n.is_ascii() => {
+                // not a JSON escape (`\d` in a regex, `\l`): keep the backslash as text
+                self.note(Repair::InvalidEscape);
+                out.push('\\');
+                return Ok(i + 1);
+            }
+            _ => {
+                // a backslash before a non-ASCII character (`\„`): drop it
+                self.note(Repair::InvalidEscape);
+                return Ok(i + 1);
             }
         };
         out.push(c);
@@ -297,116 +408,14 @@ impl Parser<'_> {
         }
         Ok(i + 6)
     }
+}
 
-    /// Text without quotes, up to where the context says it ends. Returns the trimmed text and
-    /// whether a stray closing quote (`abc"`) was consumed, or `None` if there is no text.
-    pub(super) fn unquoted(&mut self, ctx: Ctx) -> Result<Option<(String, bool)>, Fail> {
-        let b = self.b;
-        let start = self.pos;
-        let mut i = start;
-        let mut nest = 0usize;
-        let mut closing = 0usize;
-        while i < self.end {
-            let c = b.get(i).copied().unwrap_or(0);
-            match c {
-                b'\n' | b'\r' => break,
-                b',' => {
-                    if ctx != Ctx::Value {
-                        break;
-                    }
-                    // `{"a": one, two, three}` keeps going; `{a: one, b: two}` stops
-                    let (n, next) = self.next_significant(i + 1);
-                    let prose = next.is_some_and(|c| c.is_ascii_alphabetic()) && !member_at(b, n, self.end);
-                    if !prose {
-                        break;
-                    }
-                }
-                b'}' | b']' | b')' => {
-                    if nest == 0 {
-                        break;
-                    }
-                    nest -= 1;
-                }
-                b'{' | b'[' | b'(' => nest += 1,
-                b':' if ctx == Ctx::Key => break,
-                b' ' | b'\t' if ctx == Ctx::Key && !self.words_then_colon(i) => break,
-                b'/' if lex::comment_at(b, i).is_some() && !self.after_colon(i) => break,
-                b'#' if lex::comment_at(b, i).is_some()
-                    && i > start
-                    && b.get(i - 1).is_some_and(|&p| lex::is_ws(p)) =>
-                {
-                    break;
-                }
-                _ => {
-                    if let Some((q, len)) = quote_at(b, i)
-                        && matches!(q, Quote::Double | Quote::DoubleLike)
-                    {
-                        if ctx == Ctx::Key || !lex::quoted_key_at(b, i, self.end) {
-                            // `abc"`: the missing start quote's end quote
-                            closing = len;
-                        }
-                        break;
-                    }
-                }
-            }
-            i += 1;
-        }
-        let text = self.src.get(start..i).unwrap_or_default().trim_end();
-        if text.is_empty() {
-            return Ok(None);
-        }
-        let text = text.to_string();
-        self.pos = i + closing;
-        self.note(if ctx == Ctx::Key { Repair::UnquotedKey } else { Repair::UnquotedString });
-        if closing > 0 {
-            self.note(Repair::MissingQuote);
-        }
-        Ok(Some((text, closing > 0)))
-    }
-
-    /// Whether words and spaces from `i` run up to a colon on this line: a bare key with
-    /// spaces, as in `{first name: "Ada"}`.
-    fn words_then_colon(&self, i: usize) -> bool {
-        let limit = self.end.min(i + 64);
-        let mut j = i;
-        while j < limit {
-            match self.b.get(j) {
-                Some(b':') => return true,
-                Some(&c) if lex::is_ident(c) || c == b' ' || c == b'-' => j += 1,
-                _ => return false,
-            }
-        }
-        false
-    }
-
-    /// A JavaScript regular expression literal `/…/flags`, kept as a string.
-    pub(super) fn regex(&mut self, ctx: Ctx) -> Result<Option<Value>, Fail> {
-        let start = self.pos;
-        let mut i = start + 1;
-        let mut closed = false;
-        while i < self.end {
-            match self.b.get(i) {
-                Some(b'\\') => i += 2,
-                Some(b'/') => {
-                    closed = i > start + 1;
-                    break;
-                }
-                Some(b'\n') | None => break,
-                Some(_) => i += 1,
-            }
-        }
-        if !closed {
-            return Ok(self.unquoted(ctx)?.map(|(text, _)| Value::String(text)));
-        }
-        i += 1;
-        while self.peek_at(i).is_some_and(|c| c.is_ascii_alphabetic()) {
-            i += 1;
-        }
-        let text = self.src.get(start..i).unwrap_or_default().to_string();
-        self.pos = i;
-        self.evidence += 1;
-        self.note(Repair::RegexLiteral);
-        Ok(Some(Value::String(text)))
+/// Drop raw trailing whitespace that holds a line break (`"text\n"` laid out over lines).
+fn finish(out: &mut String, raw_from: usize) {
+    let tail = out.get(raw_from..).unwrap_or_default();
+    let kept = tail.trim_end_matches([' ', '\t', '\n', '\r']).len();
+    if tail.get(kept..).is_some_and(|gap| gap.contains('\n')) {
+        out.truncate(raw_from + kept);
     }
 }
 

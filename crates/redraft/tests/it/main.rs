@@ -4,7 +4,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_debug_implementations)] // test code
 
 mod architecture;
-mod fake_server;
 mod openai;
 mod paused;
 mod typed;

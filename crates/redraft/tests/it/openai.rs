@@ -5,14 +5,14 @@ use redraft::providers::{OpenAiConfig, OpenAiProvider};
 use redraft::{HaltReason, Model, Policy, Price, Runner, Task};
 use serde_json::{Value, json};
 
-use crate::fake_server::*;
+use redraft_testkit::*;
 
-fn model(server: &wiremock::MockServer) -> Model {
+fn model(server: &FakeOpenAi) -> Model {
     Model::new(
         OpenAiProvider::new(OpenAiConfig {
             name: "openai/fake".into(),
             model: "fake".into(),
-            base_url: base_url(server),
+            base_url: server.base_url(),
             api_key: Some("sk-test".into()),
             api_key_env: "OPENAI_API_KEY".into(),
             request_timeout: Duration::from_secs(10),
@@ -49,7 +49,7 @@ fn runner(model: &Model) -> Runner {
 
 #[tokio::test]
 async fn converges_on_invalid_then_wrong_then_damaged_but_repairable() {
-    let server = serve(vec![
+    let server = FakeOpenAi::start(vec![
         reply("I'm sorry, I think the contract is in Toledo, Ohio."),
         reply("```json\n{\"city\": \"Louisville\", \"state\": \"KY\"}\n```"),
         reply("Here you go: {city: 'Toledo', state: 'OH',}"),
@@ -64,7 +64,7 @@ async fn converges_on_invalid_then_wrong_then_damaged_but_repairable() {
     assert_eq!((result.metrics.tokens_in, result.metrics.tokens_out), (300, 60));
     assert!(!result.metrics.tokens_estimated);
 
-    let bodies = bodies(&server).await;
+    let bodies = server.bodies().await;
     assert_eq!(bodies.len(), 3);
     assert_eq!(bodies[0]["model"], "fake");
     let second = last_user_message(&bodies[1]);
@@ -78,16 +78,16 @@ async fn converges_on_invalid_then_wrong_then_damaged_but_repairable() {
 
 #[tokio::test]
 async fn a_server_error_then_a_good_reply_costs_no_attempt() {
-    let server = serve(vec![status(500), status(503), reply(r#"{"city": "Toledo", "state": "OH"}"#)]).await;
+    let server = FakeOpenAi::start(vec![status(500), status(503), reply(r#"{"city": "Toledo", "state": "OH"}"#)]).await;
     let result = runner(&model(&server)).run("Where?").await.unwrap();
     assert_eq!(result.halted_because, HaltReason::Success);
     assert_eq!(result.iterations, 1);
-    assert_eq!(bodies(&server).await.len(), 3);
+    assert_eq!(server.bodies().await.len(), 3);
 }
 
 #[tokio::test]
 async fn rate_limits_are_retried_honouring_retry_after() {
-    let server = serve(vec![rate_limited(0), reply(r#"{"city": "Toledo", "state": "OH"}"#)]).await;
+    let server = FakeOpenAi::start(vec![rate_limited(0), reply(r#"{"city": "Toledo", "state": "OH"}"#)]).await;
     let result = runner(&model(&server)).run("Where?").await.unwrap();
     assert_eq!(result.halted_because, HaltReason::Success);
     assert_eq!(result.iterations, 1);
@@ -95,7 +95,7 @@ async fn rate_limits_are_retried_honouring_retry_after() {
 
 #[tokio::test]
 async fn persistent_failure_halts_with_provider_error_and_keeps_history() {
-    let server = serve(vec![
+    let server = FakeOpenAi::start(vec![
         reply(r#"{"city": "Dayton", "state": "OH"}"#),
         status(500),
         status(500),
@@ -105,7 +105,7 @@ async fn persistent_failure_halts_with_provider_error_and_keeps_history() {
     let result = runner(&model(&server)).run("Where?").await.unwrap();
     assert_eq!(result.halted_because, HaltReason::ProviderError);
     assert_eq!(result.iterations, 1, "transport failures are not attempts");
-    assert_eq!(bodies(&server).await.len(), 4, "1 attempt + 1 try + 2 retries");
+    assert_eq!(server.bodies().await.len(), 4, "1 attempt + 1 try + 2 retries");
     let error = result.error.unwrap();
     assert_eq!(error.code, "provider_error");
     assert!(error.message.contains("HTTP 500") && error.message.contains("scripted 500"), "{}", error.message);
@@ -114,17 +114,17 @@ async fn persistent_failure_halts_with_provider_error_and_keeps_history() {
 
 #[tokio::test]
 async fn refused_credentials_are_not_retried() {
-    let server = serve(vec![status(401)]).await;
+    let server = FakeOpenAi::start(vec![status(401)]).await;
     let result = runner(&model(&server)).run("Where?").await.unwrap();
     assert_eq!(result.halted_because, HaltReason::ProviderError);
-    assert_eq!(bodies(&server).await.len(), 1);
+    assert_eq!(server.bodies().await.len(), 1);
     assert!(result.error.unwrap().message.contains("OPENAI_API_KEY"));
 }
 
 #[tokio::test]
 async fn usage_less_replies_are_estimated_and_flagged() {
     let raw = r#"{"city": "Toledo", "state": "OH"}"#;
-    let server = serve(vec![reply_without_usage(raw)]).await;
+    let server = FakeOpenAi::start(vec![reply_without_usage(raw)]).await;
     let result = runner(&model(&server)).run("Where?").await.unwrap();
     assert!(result.metrics.tokens_estimated);
     assert!(result.history[0].tokens_estimated);
@@ -134,7 +134,7 @@ async fn usage_less_replies_are_estimated_and_flagged() {
 #[tokio::test]
 async fn the_same_wrong_answer_twice_halts_with_stagnation() {
     let wrong = r#"{"city": "Louisville", "state": "KY"}"#;
-    let server = serve(vec![reply(wrong), reply(wrong)]).await;
+    let server = FakeOpenAi::start(vec![reply(wrong), reply(wrong)]).await;
     let result = runner(&model(&server)).run("Where?").await.unwrap();
     assert_eq!(result.halted_because, HaltReason::Stagnation);
     assert_eq!(result.iterations, 2);
@@ -146,7 +146,7 @@ async fn the_same_wrong_answer_twice_halts_with_stagnation() {
 #[tokio::test]
 async fn a_price_table_and_a_budget_halt_with_budget() {
     let wrong = |c: &str| reply(&format!(r#"{{"city": "{c}", "state": "KY"}}"#));
-    let server = serve(vec![wrong("A"), wrong("B"), wrong("C")]).await;
+    let server = FakeOpenAi::start(vec![wrong("A"), wrong("B"), wrong("C")]).await;
     // 100 in + 20 out per attempt at $1000/$1000 per Mtok = $0.12 per attempt.
     let m = model(&server).with_price(Price { input_usd_per_mtok: 1000.0, output_usd_per_mtok: 1000.0 });
     let policy = Policy { max_budget_usd: Some(0.2), ..Policy::default() };
@@ -179,7 +179,7 @@ async fn a_slow_reply_within_the_limit_is_fine_and_a_broken_evaluator_is_an_issu
             Err(redraft::core::EvaluatorError::Failed { evaluator: "crashing".into(), message: "disk on fire".into() })
         }
     }
-    let server = serve(vec![slow(r#"{"city": "Toledo", "state": "OH"}"#, Duration::from_millis(50))]).await;
+    let server = FakeOpenAi::start(vec![slow(r#"{"city": "Toledo", "state": "OH"}"#, Duration::from_millis(50))]).await;
     let result = Runner::builder()
         .model(&model(&server))
         .evaluator(Arc::new(Crashing))
@@ -197,7 +197,7 @@ async fn a_slow_reply_within_the_limit_is_fine_and_a_broken_evaluator_is_an_issu
 
 #[tokio::test]
 async fn the_result_json_has_exactly_the_spec_shape() {
-    let server = serve(vec![
+    let server = FakeOpenAi::start(vec![
         reply("no json"),
         reply(r#"{"city": "Toledo", "state": "OH"}"#),
     ])

@@ -1,0 +1,104 @@
+//! Fakes for tests, not mocks: a fake OpenAI-compatible server on `127.0.0.1:0` that answers
+//! `POST /v1/chat/completions` from a script, reply by reply. It is strict: a call beyond the
+//! script gets HTTP 500 "unexpected call", which fails the run under test visibly.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+pub use wiremock::ResponseTemplate as Reply;
+
+struct Script(Mutex<VecDeque<ResponseTemplate>>);
+
+impl Respond for Script {
+    fn respond(&self, _: &Request) -> ResponseTemplate {
+        let next = self.0.lock().ok().and_then(|mut q| q.pop_front());
+        next.unwrap_or_else(|| ResponseTemplate::new(500).set_body_string("unexpected call: the script is exhausted"))
+    }
+}
+
+/// A scripted OpenAI-compatible server.
+#[derive(Debug)]
+pub struct FakeOpenAi {
+    server: MockServer,
+}
+
+impl FakeOpenAi {
+    /// Start a server that answers with `replies` in order.
+    pub async fn start(replies: Vec<ResponseTemplate>) -> Self {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .respond_with(Script(Mutex::new(replies.into())))
+            .mount(&server)
+            .await;
+        Self { server }
+    }
+
+    /// The base URL, as `OPENAI_BASE_URL` holds it (ends in `/v1`).
+    pub fn base_url(&self) -> String {
+        format!("{}/v1", self.server.uri())
+    }
+
+    /// The JSON bodies received so far.
+    pub async fn bodies(&self) -> Vec<Value> {
+        let requests = self.server.received_requests().await.unwrap_or_default();
+        requests.iter().filter_map(|r| r.body_json().ok()).collect()
+    }
+
+    /// How many requests were received.
+    pub async fn calls(&self) -> usize {
+        self.server.received_requests().await.map(|r| r.len()).unwrap_or(0)
+    }
+}
+
+/// A 200 chat completion with `content`, reporting 100 input and 20 output tokens.
+pub fn reply(content: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+    }))
+}
+
+/// A 200 chat completion that reports no usage.
+pub fn reply_without_usage(content: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]
+    }))
+}
+
+/// An error status with an OpenAI-style error body.
+pub fn status(code: u16) -> ResponseTemplate {
+    ResponseTemplate::new(code).set_body_json(json!({"error": {"message": format!("scripted {code}")}}))
+}
+
+/// HTTP 429 with `Retry-After`.
+pub fn rate_limited(retry_after_secs: u64) -> ResponseTemplate {
+    status(429).insert_header("retry-after", retry_after_secs.to_string().as_str())
+}
+
+/// A reply that arrives after `delay`.
+pub fn slow(content: &str, delay: Duration) -> ResponseTemplate {
+    reply(content).set_delay(delay)
+}
+
+/// A 200 whose body is not a chat completion.
+pub fn malformed() -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_string("<html>gateway</html>")
+}
+
+/// The last user message of a received body.
+pub fn last_user_message(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
