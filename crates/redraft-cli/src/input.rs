@@ -42,7 +42,10 @@ pub fn context(arg: &str) -> Result<Value> {
         anyhow!("`--context` is not valid JSON: {e}\nhint: pass a JSON object, e.g. --context '{{\"city\": \"Toledo\"}}', or @FILE")
     })?;
     if !value.is_object() {
-        return Err(anyhow!("`--context` must be a JSON object, not {}\nhint: wrap it, e.g. {{\"value\": …}}", kind(&value)));
+        return Err(anyhow!(
+            "`--context` must be a JSON object, not {}\nhint: wrap it, e.g. {{\"value\": …}}",
+            kind(&value)
+        ));
     }
     Ok(value)
 }

@@ -128,7 +128,9 @@ pub enum ProviderError {
     #[error("`{url}` answered HTTP {status}: {body}")]
     Status { url: String, status: u16, body: String },
     /// HTTP 401/403.
-    #[error("`{url}` refused the credentials (HTTP {status})\nhint: check that the API key variable (`{key_env}`) is set and valid")]
+    #[error(
+        "`{url}` refused the credentials (HTTP {status})\nhint: check that the API key variable (`{key_env}`) is set and valid"
+    )]
     Unauthorized { url: String, status: u16, key_env: String },
     /// The answer could not be understood.
     #[error("`{url}` sent an answer redraft cannot read: {message}")]

@@ -21,7 +21,9 @@ pub enum Directive {
 
 /// A directive could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{text}` is not an evaluator directive: {reason}\nhint: write `schema:PATH`, `kind:NAME`, `exec:CMD`, `http:URL`, `score:CRITERION` or `llm:NAME`")]
+#[error(
+    "`{text}` is not an evaluator directive: {reason}\nhint: write `schema:PATH`, `kind:NAME`, `exec:CMD`, `http:URL`, `score:CRITERION` or `llm:NAME`"
+)]
 pub struct DirectiveError {
     pub text: String,
     pub reason: &'static str,

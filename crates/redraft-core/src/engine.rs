@@ -16,7 +16,9 @@ use crate::extract::{self, Repair, Route};
 use crate::issue::{Issue, Score, Verdict, codes};
 use crate::policy::{Ceilings, HaltReason, PlanError, Policy};
 use crate::price::{Price, estimate_tokens};
-use crate::prompt::{Feedback, FirstPrompt, FreshPrompt, PriorAttempt, PromptStyle, Prompts, Strategy, Templates, pretty, skeleton};
+use crate::prompt::{
+    Feedback, FirstPrompt, FreshPrompt, PriorAttempt, PromptStyle, Prompts, Strategy, Templates, pretty, skeleton,
+};
 use crate::record::{AttemptRecord, AttemptStatus, Metrics, RunErrorReport, RunResult, RunStatus, Validation};
 
 /// What is asked.
@@ -216,8 +218,21 @@ impl Engine {
         // Render the feedback and fresh templates once now so that an override naming an
         // unknown variable fails before anything is sent.
         let probe = PriorAttempt::new(1, "{}", 10, vec![Issue::new("/x", "type", "probe")], Some(1));
-        prompts.feedback(&Feedback { attempt: 2, max_attempts: 3, previous: 1, structured, prior: &probe, schema: schema_text.clone() })?;
-        prompts.fresh(&FreshPrompt { first: &first_prompt, attempt: 2, max_attempts: 3, structured, prior: std::slice::from_ref(&probe) })?;
+        prompts.feedback(&Feedback {
+            attempt: 2,
+            max_attempts: 3,
+            previous: 1,
+            structured,
+            prior: &probe,
+            schema: schema_text.clone(),
+        })?;
+        prompts.fresh(&FreshPrompt {
+            first: &first_prompt,
+            attempt: 2,
+            max_attempts: 3,
+            structured,
+            prior: std::slice::from_ref(&probe),
+        })?;
         let threshold = plan.policy.threshold(plan.scoring);
         Ok(Self {
             conversation: vec![Message::user(first_prompt.clone())],
@@ -344,9 +359,19 @@ impl Engine {
     /// itself in text mode.
     pub fn candidate(&self, raw: &str) -> Candidate {
         match self.plan.mode {
-            Mode::Text => Candidate { artifact: Some(Value::String(raw.to_owned())), extraction: None, repairs: Vec::new(), issue: None },
+            Mode::Text => Candidate {
+                artifact: Some(Value::String(raw.to_owned())),
+                extraction: None,
+                repairs: Vec::new(),
+                issue: None,
+            },
             Mode::Structured => match extract::extract(raw) {
-                Ok(found) => Candidate { artifact: Some(found.value), extraction: Some(found.route), repairs: found.repairs, issue: None },
+                Ok(found) => Candidate {
+                    artifact: Some(found.value),
+                    extraction: Some(found.route),
+                    repairs: found.repairs,
+                    issue: None,
+                },
                 Err(no) => Candidate {
                     artifact: None,
                     extraction: None,
@@ -372,15 +397,20 @@ impl Engine {
             }
             AttemptEnd::Interrupted(why) => {
                 let (reason, code, message) = match why {
-                    Interruption::WallTime => (HaltReason::WallTime, codes::WALL_TIME, "the run's wall time ran out during this attempt"),
-                    Interruption::Cancelled => (HaltReason::Cancelled, codes::CANCELLED, "the run was cancelled during this attempt"),
+                    Interruption::WallTime => {
+                        (HaltReason::WallTime, codes::WALL_TIME, "the run's wall time ran out during this attempt")
+                    }
+                    Interruption::Cancelled => {
+                        (HaltReason::Cancelled, codes::CANCELLED, "the run was cancelled during this attempt")
+                    }
                 };
                 self.halt = Some(reason);
                 self.failed_record(iteration, outcome.wall_ms, Issue::new("", code, message))
             }
             AttemptEnd::TimedOut => {
                 let limit = crate::duration::format(self.plan.policy.attempt_timeout);
-                let issue = Issue::new("", codes::TIMEOUT, format!("the attempt took longer than {limit} and was stopped"));
+                let issue =
+                    Issue::new("", codes::TIMEOUT, format!("the attempt took longer than {limit} and was stopped"));
                 self.failed_record(iteration, outcome.wall_ms, issue)
             }
             AttemptEnd::Answered { response, candidate, verdict } => {
@@ -474,10 +504,8 @@ impl Engine {
             self.best = Some(self.history.len());
         }
         self.stale = if improved { 0 } else { self.stale + 1 };
-        let repeats = record
-            .repeat_of
-            .and_then(|first| self.seen.iter().find(|s| s.first == first))
-            .map_or(0, |s| s.count);
+        let repeats =
+            record.repeat_of.and_then(|first| self.seen.iter().find(|s| s.first == first)).map_or(0, |s| s.count);
         let policy = &self.plan.policy;
         let decision = if record.status == AttemptStatus::Accepted {
             Some(HaltReason::Success)
@@ -506,7 +534,13 @@ impl Engine {
             Some(a) => pretty(a),
             None => record.raw.clone(),
         };
-        let mut prior = PriorAttempt::new(record.iteration, &echo, self.plan.feedback_max_chars, record.issues.clone(), record.repeat_of);
+        let mut prior = PriorAttempt::new(
+            record.iteration,
+            &echo,
+            self.plan.feedback_max_chars,
+            record.issues.clone(),
+            record.repeat_of,
+        );
         prior.timed_out = record.status == AttemptStatus::Error;
         match self.plan.strategy {
             Strategy::Fresh => self.prior.push(prior),
@@ -544,11 +578,9 @@ impl Engine {
         let status = if halted == HaltReason::Success { RunStatus::Succeeded } else { RunStatus::Failed };
         let best = self.best();
         let validation = match best.or(self.history.last()) {
-            Some(a) => Validation {
-                score: a.score,
-                passed: a.status == AttemptStatus::Accepted,
-                issues: a.issues.clone(),
-            },
+            Some(a) => {
+                Validation { score: a.score, passed: a.status == AttemptStatus::Accepted, issues: a.issues.clone() }
+            }
             None => Validation { score: Score::ZERO, passed: false, issues: Vec::new() },
         };
         let artifact = best.and_then(|b| b.artifact.clone());

@@ -107,7 +107,8 @@ fn regression(history: &[AttemptRecord]) -> Option<(String, String, u32, u32)> {
     for (i, a) in history.iter().enumerate() {
         for issue in &a.issues {
             let later = history.get(i + 1..).unwrap_or_default();
-            let Some(fixed) = later.iter().position(|b| b.artifact.is_some() && !has_issue(b, &issue.path, &issue.code))
+            let Some(fixed) =
+                later.iter().position(|b| b.artifact.is_some() && !has_issue(b, &issue.path, &issue.code))
             else {
                 continue;
             };
@@ -157,13 +158,14 @@ fn diagnose(history: &[AttemptRecord], recurring: &[RecurringIssue], facts: RunF
                 "the same answer was proposed twice (attempts {k} and {}): the model lacks the information to change it",
                 rep.iteration
             )),
-            format!("The model keeps answering the same way despite {why}. Give it the missing information, or change the requirement?"),
+            format!(
+                "The model keeps answering the same way despite {why}. Give it the missing information, or change the requirement?"
+            ),
         );
     }
-    if let Some(cut) = history
-        .iter()
-        .find(|a| a.finish_reason == Some(FinishReason::Length) || a.repairs.contains(&crate::extract::Repair::TruncatedTail))
-    {
+    if let Some(cut) = history.iter().find(|a| {
+        a.finish_reason == Some(FinishReason::Length) || a.repairs.contains(&crate::extract::Repair::TruncatedTail)
+    }) {
         let limit = facts.max_tokens.map(|m| format!(" (max_tokens = {m})")).unwrap_or_default();
         return (
             Some(format!("the output was cut at the token limit{limit} at attempt {}", cut.iteration)),
@@ -188,13 +190,22 @@ fn diagnose(history: &[AttemptRecord], recurring: &[RecurringIssue], facts: RunF
         let msg = first_message(history, &r.path, &r.code).unwrap_or("");
         return (
             Some(format!("{} failed in every attempt ({})", place(&r.path), r.code)),
-            format!("Every attempt failed at {}: {msg}. Can that requirement be met with the information given, or should it change?", place(&r.path)),
+            format!(
+                "Every attempt failed at {}: {msg}. Can that requirement be met with the information given, or should it change?",
+                place(&r.path)
+            ),
         );
     }
     if let Some((path, code, fixed, back)) = regression(history) {
         return (
-            Some(format!("a regression: {} ({code}) was fixed at attempt {fixed} and came back at attempt {back}", place(&path))),
-            format!("Fixing one problem brings back another at {}; should the requirements be stated together, or relaxed?", place(&path)),
+            Some(format!(
+                "a regression: {} ({code}) was fixed at attempt {fixed} and came back at attempt {back}",
+                place(&path)
+            )),
+            format!(
+                "Fixing one problem brings back another at {}; should the requirements be stated together, or relaxed?",
+                place(&path)
+            ),
         );
     }
     let pattern = match facts.halted_because {
@@ -204,13 +215,17 @@ fn diagnose(history: &[AttemptRecord], recurring: &[RecurringIssue], facts: RunF
         )),
         HaltReason::WallTime => Some(format!("the time limit ran out after {n} attempts")),
         HaltReason::Patience => Some("the score stopped improving".to_owned()),
-        HaltReason::MaxIterations if n > 0 => Some(format!("the answers did not pass within {} attempts", facts.max_iterations)),
+        HaltReason::MaxIterations if n > 0 => {
+            Some(format!("the answers did not pass within {} attempts", facts.max_iterations))
+        }
         _ => None,
     };
     let question = match (facts.halted_because, top_text) {
         (HaltReason::Budget, _) => "Raise max_budget_usd, or accept the best-so-far artifact?".to_owned(),
         (HaltReason::WallTime, _) => "Raise max_wall_time, or accept the best-so-far artifact?".to_owned(),
-        (_, Some(t)) => format!("The most frequent problem is {t}. Can it be fixed with the information given, or should the requirement change?"),
+        (_, Some(t)) => format!(
+            "The most frequent problem is {t}. Can it be fixed with the information given, or should the requirement change?"
+        ),
         _ => "Accept the best-so-far artifact, allow more attempts, or change the task?".to_owned(),
     };
     (pattern, question)

@@ -9,8 +9,8 @@
 //! can be tested without a clock or a network.
 
 pub mod canonical;
-pub mod directive;
 pub mod chat;
+pub mod directive;
 pub mod duration;
 pub mod engine;
 pub mod escalation;
@@ -28,8 +28,8 @@ pub mod extract {
     pub use redraft_extract::*;
 }
 
-pub use directive::{Directive, DirectiveError};
 pub use chat::{ChatProvider, ChatRequest, ChatResponse, FinishReason, Message, ProviderError, Role, Usage};
+pub use directive::{Directive, DirectiveError};
 pub use engine::{AttemptEnd, AttemptOutcome, Candidate, Engine, Interruption, Mode, Next, Plan, Task};
 pub use evaluator::{EvalInput, Evaluator, EvaluatorError};
 pub use events::RunObserver;
@@ -37,5 +37,7 @@ pub use issue::{Issue, Score, Severity, Verdict, codes};
 pub use policy::{Ceilings, HaltReason, PlanError, Policy};
 pub use price::Price;
 pub use prompt::{PromptStyle, Strategy, Templates};
-pub use record::{AttemptRecord, AttemptStatus, Escalation, Metrics, RecurringIssue, RunErrorReport, RunResult, RunStatus, Validation};
+pub use record::{
+    AttemptRecord, AttemptStatus, Escalation, Metrics, RecurringIssue, RunErrorReport, RunResult, RunStatus, Validation,
+};
 pub use retry::{RetryDecision, RetryPolicy};

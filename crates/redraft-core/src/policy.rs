@@ -194,8 +194,8 @@ mod tests {
 
     #[test]
     fn reads_human_durations() {
-        let p: Policy = serde_json::from_str(r#"{"max_wall_time":"90s","attempt_timeout":5}"#)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let p: Policy =
+            serde_json::from_str(r#"{"max_wall_time":"90s","attempt_timeout":5}"#).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(p.max_wall_time, Some(Duration::from_secs(90)));
         assert_eq!(p.attempt_timeout, Duration::from_secs(5));
         assert!(serde_json::from_str::<Policy>(r#"{"max_iteration":3}"#).is_err());

@@ -46,7 +46,8 @@ impl SchemaEvaluator {
 
     /// Read and compile a schema file.
     pub fn from_file(path: &Path) -> Result<Self, SchemaError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SchemaError::Read { path: path.to_owned(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| SchemaError::Read { path: path.to_owned(), source })?;
         let schema: Value =
             serde_json::from_str(&text).map_err(|source| SchemaError::Parse { path: path.to_owned(), source })?;
         Self::compile(schema, format!("in `{}`", path.display()))
@@ -56,8 +57,8 @@ impl SchemaEvaluator {
         if !(schema.is_object() || schema.is_boolean()) {
             return Err(SchemaError::Invalid { origin, message: "a schema must be a JSON object or a boolean".into() });
         }
-        let validator = jsonschema::validator_for(&schema)
-            .map_err(|e| SchemaError::Invalid { origin, message: describe(&e) })?;
+        let validator =
+            jsonschema::validator_for(&schema).map_err(|e| SchemaError::Invalid { origin, message: describe(&e) })?;
         Ok(Self { schema, validator })
     }
 

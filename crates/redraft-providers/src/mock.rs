@@ -59,13 +59,17 @@ pub struct MockError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ScriptError {
-    #[error("cannot read the mock script `{path}`: {source}\nhint: `mock/PATH` names a script file of replies (JSON Lines), e.g. `--model mock/examples/replies.jsonl`")]
+    #[error(
+        "cannot read the mock script `{path}`: {source}\nhint: `mock/PATH` names a script file of replies (JSON Lines), e.g. `--model mock/examples/replies.jsonl`"
+    )]
     Read {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("line {line} of the mock script `{path}` is not a reply: {message}\nhint: each line is a JSON string, or an object with `text`, `error` or `hang`")]
+    #[error(
+        "line {line} of the mock script `{path}` is not a reply: {message}\nhint: each line is a JSON string, or an object with `text`, `error` or `hang`"
+    )]
     Parse { path: PathBuf, line: usize, message: String },
     #[error("the mock script `{path}` holds no replies")]
     Empty { path: PathBuf },
@@ -94,8 +98,13 @@ impl MockProvider {
 
     /// Read a script file (JSON Lines, or one JSON array).
     pub fn from_file(name: impl Into<String>, path: &Path) -> Result<Self, ScriptError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScriptError::Read { path: path.to_owned(), source })?;
-        let replies = parse_script(&text).map_err(|(line, message)| ScriptError::Parse { path: path.to_owned(), line, message })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ScriptError::Read { path: path.to_owned(), source })?;
+        let replies = parse_script(&text).map_err(|(line, message)| ScriptError::Parse {
+            path: path.to_owned(),
+            line,
+            message,
+        })?;
         if replies.is_empty() {
             return Err(ScriptError::Empty { path: path.to_owned() });
         }
@@ -130,7 +139,10 @@ impl ChatProvider for MockProvider {
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
         let call = {
-            let mut calls = self.calls.lock().map_err(|_| ProviderError::Failed { message: "the mock's call log is poisoned".into() })?;
+            let mut calls = self
+                .calls
+                .lock()
+                .map_err(|_| ProviderError::Failed { message: "the mock's call log is poisoned".into() })?;
             calls.push(request.clone());
             calls.len()
         };

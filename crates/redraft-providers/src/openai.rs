@@ -86,7 +86,9 @@ impl OpenAiProvider {
         let url = self.url.clone();
         match status.as_u16() {
             429 => ProviderError::RateLimited { url, retry_after: retry_after(headers) },
-            401 | 403 => ProviderError::Unauthorized { url, status: status.as_u16(), key_env: self.config.api_key_env.clone() },
+            401 | 403 => {
+                ProviderError::Unauthorized { url, status: status.as_u16(), key_env: self.config.api_key_env.clone() }
+            }
             code => ProviderError::Status { url, status: code, body: snippet(body) },
         }
     }
@@ -104,7 +106,11 @@ fn snippet(body: &str) -> String {
     let text = body.trim();
     // Prefer the server's own error message.
     let message = serde_json::from_str::<Value>(text).ok().and_then(|v| {
-        v.pointer("/error/message").or_else(|| v.get("error")).or_else(|| v.get("message")).and_then(Value::as_str).map(str::to_owned)
+        v.pointer("/error/message")
+            .or_else(|| v.get("error"))
+            .or_else(|| v.get("message"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
     });
     let text = message.unwrap_or_else(|| text.to_owned());
     match text.char_indices().nth(300) {
@@ -122,7 +128,10 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     {
         return Some(Duration::from_secs_f64(ms / 1000.0));
     }
-    get("retry-after").and_then(|v| v.parse::<f64>().ok()).filter(|s| s.is_finite() && *s >= 0.0).map(Duration::from_secs_f64)
+    get("retry-after")
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64)
 }
 
 /// Read a chat completions answer leniently: compatible servers differ in details.
@@ -135,7 +144,8 @@ pub fn parse_completion(body: &Value) -> Result<ChatResponse, String> {
         Some(Value::Null) | None => String::new(),
         Some(other) => return Err(format!("`choices[0].message.content` is not text: {other}")),
     };
-    let finish_reason = choice.get("finish_reason").and_then(Value::as_str).filter(|s| !s.is_empty()).map(FinishReason::parse);
+    let finish_reason =
+        choice.get("finish_reason").and_then(Value::as_str).filter(|s| !s.is_empty()).map(FinishReason::parse);
     let usage = body.get("usage").and_then(|u| {
         let input = u.get("prompt_tokens").or_else(|| u.get("input_tokens")).and_then(Value::as_u64)?;
         let output = u.get("completion_tokens").or_else(|| u.get("output_tokens")).and_then(Value::as_u64)?;
@@ -162,8 +172,10 @@ impl ChatProvider for OpenAiProvider {
         if !status.is_success() {
             return Err(self.status_error(status, &headers, &text));
         }
-        let body: Value = serde_json::from_str(&text)
-            .map_err(|e| ProviderError::InvalidResponse { url: self.url.clone(), message: format!("not JSON ({e}): {}", snippet(&text)) })?;
+        let body: Value = serde_json::from_str(&text).map_err(|e| ProviderError::InvalidResponse {
+            url: self.url.clone(),
+            message: format!("not JSON ({e}): {}", snippet(&text)),
+        })?;
         parse_completion(&body).map_err(|message| ProviderError::InvalidResponse { url: self.url.clone(), message })
     }
 }

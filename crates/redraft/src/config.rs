@@ -71,7 +71,8 @@ impl Config {
 
     /// Read a config file.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
         Self::parse(&text, path)
     }
 
@@ -90,7 +91,8 @@ impl Config {
             .filter(|p| !p.is_empty())
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
-        let candidates = std::iter::once(PathBuf::from("redraft.toml")).chain(xdg.map(|d| d.join("redraft").join("redraft.toml")));
+        let candidates =
+            std::iter::once(PathBuf::from("redraft.toml")).chain(xdg.map(|d| d.join("redraft").join("redraft.toml")));
         for path in candidates {
             if path.is_file() {
                 return Ok((Self::from_file(&path)?, Some(path)));
@@ -105,7 +107,10 @@ impl Config {
         if let Some(v) = var("REDRAFT_DEFAULT_MODEL").or_else(|| var("REDRAFT_MODEL")) {
             self.default_model = Some(v);
         }
-        let bad = |key: &str, v: &str, want: &str| ConfigError::Invalid { key: key.into(), message: format!("`{v}` is not {want}") };
+        let bad = |key: &str, v: &str, want: &str| ConfigError::Invalid {
+            key: key.into(),
+            message: format!("`{v}` is not {want}"),
+        };
         if let Some(v) = var("REDRAFT_MAX_ITERATIONS") {
             self.policy.max_iterations = v.parse().map_err(|_| bad("REDRAFT_MAX_ITERATIONS", &v, "a whole number"))?;
         }
@@ -148,7 +153,10 @@ impl Config {
             (None, other) => {
                 return Err(ConfigError::UnknownProvider {
                     provider: other.to_owned(),
-                    known: std::iter::once("openai".to_owned()).chain(["mock".to_owned()]).chain(self.providers.keys().cloned()).collect(),
+                    known: std::iter::once("openai".to_owned())
+                        .chain(["mock".to_owned()])
+                        .chain(self.providers.keys().cloned())
+                        .collect(),
                 });
             }
         };
@@ -160,7 +168,8 @@ impl Config {
                     .and_then(|p| p.base_url.clone())
                     .or_else(|| env("OPENAI_BASE_URL"))
                     .unwrap_or_else(|| openai::DEFAULT_BASE_URL.to_owned());
-                let api_key_env = named.and_then(|p| p.api_key_env.clone()).unwrap_or_else(|| "OPENAI_API_KEY".to_owned());
+                let api_key_env =
+                    named.and_then(|p| p.api_key_env.clone()).unwrap_or_else(|| "OPENAI_API_KEY".to_owned());
                 Arc::new(OpenAiProvider::new(OpenAiConfig {
                     name: name.to_owned(),
                     model: model.to_owned(),

@@ -18,17 +18,25 @@ pub enum ConfigError {
     Parse { path: PathBuf, message: String },
     #[error("`{key}` is invalid: {message}")]
     Invalid { key: String, message: String },
-    #[error("no model is named\nhint: pass `--model provider/model` (e.g. `openai/gpt-4o-mini`, `mock/replies.jsonl`) or set `default_model` in redraft.toml")]
+    #[error(
+        "no model is named\nhint: pass `--model provider/model` (e.g. `openai/gpt-4o-mini`, `mock/replies.jsonl`) or set `default_model` in redraft.toml"
+    )]
     NoModel,
     #[error("`{name}` does not name a provider\nhint: write the model as `provider/model`, e.g. `openai/{name}`")]
     BareModel { name: String },
     #[error("unknown provider `{provider}`\nhint: use one of {}, or add `[providers.{provider}]` to redraft.toml", known.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "))]
     UnknownProvider { provider: String, known: Vec<String> },
-    #[error("the `{provider}` provider is not available in this version of redraft\nhint: use `openai/MODEL` with an OpenAI-compatible endpoint (`OPENAI_BASE_URL`), or `mock/SCRIPT`")]
+    #[error(
+        "the `{provider}` provider is not available in this version of redraft\nhint: use `openai/MODEL` with an OpenAI-compatible endpoint (`OPENAI_BASE_URL`), or `mock/SCRIPT`"
+    )]
     ProviderUnavailable { provider: String },
-    #[error("the evaluator `{directive}` is not available in this version of redraft\nhint: use `schema:PATH` or `--schema FILE`")]
+    #[error(
+        "the evaluator `{directive}` is not available in this version of redraft\nhint: use `schema:PATH` or `--schema FILE`"
+    )]
     EvaluatorUnavailable { directive: String },
-    #[error("`{directive}` is not an evaluator directive\nhint: write it as `schema:PATH`, `kind:NAME`, `exec:CMD`, `http:URL`, `score:CRITERION` or `llm:NAME`")]
+    #[error(
+        "`{directive}` is not an evaluator directive\nhint: write it as `schema:PATH`, `kind:NAME`, `exec:CMD`, `http:URL`, `score:CRITERION` or `llm:NAME`"
+    )]
     BadDirective { directive: String },
     #[error("no proposer was given to the runner\nhint: call `.model(&model)` or `.provider(provider)` on the builder")]
     NoProvider,

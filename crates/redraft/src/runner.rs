@@ -29,7 +29,6 @@ pub struct Runner {
     observer: Option<Arc<dyn RunObserver>>,
 }
 
-
 /// Builds a [`Runner`]. Everything that can be wrong is reported by [`RunnerBuilder::build`],
 /// before any model is called.
 #[derive(Debug)]
@@ -84,7 +83,8 @@ impl RunnerBuilder {
             std::fs::read_to_string(path)
                 .map_err(|source| redraft_eval::SchemaError::Read { path: path.to_owned(), source }.into())
                 .and_then(|t| {
-                    serde_json::from_str(&t).map_err(|source| redraft_eval::SchemaError::Parse { path: path.to_owned(), source }.into())
+                    serde_json::from_str(&t)
+                        .map_err(|source| redraft_eval::SchemaError::Parse { path: path.to_owned(), source }.into())
                 }),
         );
         self
@@ -202,7 +202,13 @@ impl RunnerBuilder {
         self.template.scoring = self.evaluators.iter().any(|e| e.scoring());
         self.template.model = provider.name().to_owned();
         self.retry.max_retries = self.template.policy.transport_retries;
-        let runner = Runner { provider, evaluators: self.evaluators, template: self.template, retry: self.retry, observer: self.observer };
+        let runner = Runner {
+            provider,
+            evaluators: self.evaluators,
+            template: self.template,
+            retry: self.retry,
+            observer: self.observer,
+        };
         // Check the plan (policy, templates, budget vs price) once now.
         Engine::new(runner.plan(Task::new("")))?;
         Ok(runner)
@@ -269,7 +275,8 @@ impl Runner {
                 o.attempt_started(&run_id, iteration).await;
             }
             let t0 = Instant::now();
-            let attempt = self.attempt(&engine, iteration, &request, &context).instrument(info_span!("attempt", iteration));
+            let attempt =
+                self.attempt(&engine, iteration, &request, &context).instrument(info_span!("attempt", iteration));
             let wall = async {
                 match deadline {
                     Some(d) => tokio::time::sleep_until(d).await,
@@ -293,7 +300,13 @@ impl Runner {
             let wall_ms = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
             let outcome = AttemptOutcome { iteration, request_chars: request.chars(), wall_ms, end };
             if let Some(record) = engine.settle(outcome) {
-                info!(iteration, status = record.status.as_str(), score = record.score.get(), issues = record.issues.len(), "attempt finished");
+                info!(
+                    iteration,
+                    status = record.status.as_str(),
+                    score = record.score.get(),
+                    issues = record.issues.len(),
+                    "attempt finished"
+                );
                 if let Some(o) = &self.observer {
                     o.attempt_finished(&run_id, record).await;
                 }
@@ -308,7 +321,13 @@ impl Runner {
     }
 
     /// One attempt: propose (with transport retries), extract, evaluate.
-    async fn attempt(&self, engine: &Engine, iteration: u32, request: &ChatRequest, context: &Value) -> Result<AttemptEnd, ProviderError> {
+    async fn attempt(
+        &self,
+        engine: &Engine,
+        iteration: u32,
+        request: &ChatRequest,
+        context: &Value,
+    ) -> Result<AttemptEnd, ProviderError> {
         let response = self.propose(request).await?;
         let candidate: Candidate = engine.candidate(&response.text);
         let verdict = match &candidate.artifact {

@@ -73,11 +73,12 @@ where
         F: Fn(&T) -> Result<(), E> + Send + Sync + 'static,
         E: Into<Rejection>,
     {
-        let check = Check::new(name, move |artifact: &Value, _: &Value| match serde_json::from_value::<T>(artifact.clone()) {
-            // A value that does not deserialize is reported by the `deserialize` check.
-            Err(_) => Ok(()),
-            Ok(value) => f(&value).map_err(Into::into),
-        });
+        let check =
+            Check::new(name, move |artifact: &Value, _: &Value| match serde_json::from_value::<T>(artifact.clone()) {
+                // A value that does not deserialize is reported by the `deserialize` check.
+                Err(_) => Ok(()),
+                Ok(value) => f(&value).map_err(Into::into),
+            });
         self.configure(|b| b.evaluator(Arc::new(check)))
     }
 
@@ -85,7 +86,8 @@ where
     pub async fn run(self, task: impl Into<Task>) -> Result<(T, Metrics), ExtractionError> {
         let runner = self.builder.build()?;
         let finished = runner.run_inner(task.into(), CancellationToken::new()).await?;
-        let RunResult { status, artifact, metrics, history, halted_because, iterations, escalation, .. } = finished.result;
+        let RunResult { status, artifact, metrics, history, halted_because, iterations, escalation, .. } =
+            finished.result;
         if let Some(source) = finished.provider_error {
             return Err(ExtractionError::Provider { source, history, metrics });
         }
@@ -95,6 +97,13 @@ where
             return Ok((value, metrics));
         }
         let raw_output = history.last().map(|a| a.raw.clone()).unwrap_or_default();
-        Err(ExtractionError::MaxRetriesExceeded { attempts: iterations, halted_because, history, raw_output, metrics, escalation })
+        Err(ExtractionError::MaxRetriesExceeded {
+            attempts: iterations,
+            halted_because,
+            history,
+            raw_output,
+            metrics,
+            escalation,
+        })
     }
 }

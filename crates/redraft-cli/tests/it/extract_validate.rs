@@ -39,7 +39,11 @@ async fn extract_prints_the_json_found_in_prose_and_fails_without_any() {
 #[tokio::test]
 async fn validate_prints_every_issue_and_exits_1_when_invalid() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "s.json", r#"{"type": "object", "required": ["name"], "properties": {"age": {"type": "integer"}}}"#);
+    write(
+        dir.path(),
+        "s.json",
+        r#"{"type": "object", "required": ["name"], "properties": {"age": {"type": "integer"}}}"#,
+    );
     write(dir.path(), "bad.json", r#"{"age": "ten"}"#);
     write(dir.path(), "good.json", r#"{"name": "Ada", "age": 36}"#);
     let run = |args: &[&str]| {

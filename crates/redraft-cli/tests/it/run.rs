@@ -77,7 +77,11 @@ async fn the_same_wrong_answer_twice_is_stagnation_exit_1_with_escalation() {
     assert!(out.stderr.contains("halted because stagnation"), "{}", out.stderr);
     assert!(out.stderr.contains("2: identical to 1"), "{}", out.stderr);
     assert!(out.stderr.contains("pattern: the same answer was proposed twice"), "{}", out.stderr);
-    assert!(out.stderr.contains(r#"best so far (attempt 2, score 0): {"city":"Toledo","state":"Ohio"}"#), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(r#"best so far (attempt 2, score 0): {"city":"Toledo","state":"Ohio"}"#),
+        "{}",
+        out.stderr
+    );
 
     let out = output(s.cmd(&["--json"])).await;
     assert_eq!(out.code, 1);
@@ -102,7 +106,11 @@ async fn a_price_table_and_max_budget_halt_with_budget() {
     let wrong = |c: &str| reply(&format!(r#"{{"city": "{c}", "state": "Ohio"}}"#));
     let s = setup(vec![wrong("A"), wrong("B"), wrong("C")]).await;
     // $0.12 per attempt (100 in + 20 out at $1000/Mtok); the second would pass $0.20.
-    write(s.dir.path(), "redraft.toml", "[models.\"openai/fake\"]\ninput_usd_per_mtok = 1000\noutput_usd_per_mtok = 1000\n");
+    write(
+        s.dir.path(),
+        "redraft.toml",
+        "[models.\"openai/fake\"]\ninput_usd_per_mtok = 1000\noutput_usd_per_mtok = 1000\n",
+    );
     let out = output(s.cmd(&["--json", "--max-budget", "0.2", "--max-tokens", "20"])).await;
     assert_eq!(out.code, 1, "{}", out.stderr);
     let result: Value = serde_json::from_str(&out.stdout).unwrap();
@@ -160,7 +168,10 @@ async fn usage_errors_name_the_problem_and_the_fix() {
         (&["run", "--prompt", "x", "--model", "openai/x", "--eval", "sql:x"], "not an evaluator directive"),
         (&["run", "--prompt", "@nothere.txt", "--model", "openai/x"], "cannot read the prompt file `nothere.txt`"),
         (&["run", "--prompt", "x", "--model", "mock/nothere.jsonl"], "cannot read the mock script `nothere.jsonl`"),
-        (&["run", "--prompt", "x", "--model", "openai/x", "--config", "nothere.toml"], "cannot read the config file `nothere.toml`"),
+        (
+            &["run", "--prompt", "x", "--model", "openai/x", "--config", "nothere.toml"],
+            "cannot read the config file `nothere.toml`",
+        ),
         (&["run"], "--prompt"),
     ];
     for (args, expected) in cases {
@@ -197,5 +208,9 @@ async fn the_readme_demo_converges_with_the_scripted_model() {
     assert_eq!(artifact["total"], json!(501.5));
     let lines: Vec<&str> = out.stderr.lines().filter(|l| l.starts_with("attempt ")).collect();
     assert_eq!(lines.len(), 3, "{}", out.stderr);
-    assert!(lines[0].contains("invalid_json") && lines[1].contains("rejected") && lines[2].contains("accepted"), "{}", out.stderr);
+    assert!(
+        lines[0].contains("invalid_json") && lines[1].contains("rejected") && lines[2].contains("accepted"),
+        "{}",
+        out.stderr
+    );
 }

@@ -58,7 +58,10 @@ fn the_first_repeat_is_told_so_when_the_limit_allows_another_try() {
     answer(&mut e, r#"{"city": "Louisville"}"#, city_check);
     let req = e.request();
     let feedback = &req.messages.last().unwrap().content;
-    assert!(feedback.contains("Your answer is identical to attempt 1 and was rejected for the same reasons"), "{feedback}");
+    assert!(
+        feedback.contains("Your answer is identical to attempt 1 and was rejected for the same reasons"),
+        "{feedback}"
+    );
     assert!(feedback.starts_with("Attempt 3 of 3."), "{feedback}");
 }
 
@@ -117,7 +120,12 @@ fn budget_is_checked_before_each_attempt_with_an_estimate() {
     // 1000 output tokens (> $0.10), which would pass the $0.50 budget.
     let est = e.estimate_next_cost(&e.request()).unwrap();
     assert!(est > 0.1 && est < 0.5, "{est}");
-    answer_with(&mut e, r#"{"city": "Louisville"}"#, Some(Usage { input_tokens: 3000, output_tokens: 1000 }), city_check);
+    answer_with(
+        &mut e,
+        r#"{"city": "Louisville"}"#,
+        Some(Usage { input_tokens: 3000, output_tokens: 1000 }),
+        city_check,
+    );
     assert_eq!(e.next(Duration::ZERO), Next::Halt(HaltReason::Budget));
     let r = finish(e);
     assert_eq!(r.halted_because, HaltReason::Budget);
@@ -162,7 +170,12 @@ fn wall_time_halts_before_the_next_attempt() {
 fn an_interrupted_attempt_is_recorded_and_halts() {
     let mut e = Engine::new(plan()).unwrap();
     let Next::Attempt { iteration, .. } = e.next(Duration::ZERO) else { panic!() };
-    e.settle(AttemptOutcome { iteration, request_chars: 0, wall_ms: 5000, end: AttemptEnd::Interrupted(Interruption::WallTime) });
+    e.settle(AttemptOutcome {
+        iteration,
+        request_chars: 0,
+        wall_ms: 5000,
+        end: AttemptEnd::Interrupted(Interruption::WallTime),
+    });
     let r = finish(e);
     assert_eq!(r.halted_because, HaltReason::WallTime);
     assert_eq!(r.history[0].status, AttemptStatus::Error);
@@ -225,7 +238,11 @@ fn text_mode_evaluates_the_raw_text() {
     p.schema = None;
     let mut e = Engine::new(p).unwrap();
     let check = |a: &serde_json::Value| {
-        if a.as_str().is_some_and(|s| s.contains("haiku")) { Verdict::pass() } else { Verdict::from_issues(vec![redraft_core::Issue::new("", "check", "no haiku")]) }
+        if a.as_str().is_some_and(|s| s.contains("haiku")) {
+            Verdict::pass()
+        } else {
+            Verdict::from_issues(vec![redraft_core::Issue::new("", "check", "no haiku")])
+        }
     };
     answer(&mut e, "a poem", check);
     answer(&mut e, "a haiku", check);

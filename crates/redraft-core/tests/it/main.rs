@@ -38,7 +38,11 @@ pub fn plan() -> Plan {
 }
 
 /// Answer the engine's next attempt with `raw`, judged by `check`.
-pub fn answer(engine: &mut Engine, raw: &str, check: impl Fn(&Value) -> Verdict) -> Option<redraft_core::AttemptRecord> {
+pub fn answer(
+    engine: &mut Engine,
+    raw: &str,
+    check: impl Fn(&Value) -> Verdict,
+) -> Option<redraft_core::AttemptRecord> {
     answer_with(engine, raw, None, check)
 }
 

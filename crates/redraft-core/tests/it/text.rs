@@ -71,8 +71,16 @@ fn feedback_numbers_every_issue_and_echoes_the_submission() {
     let mut e = Engine::new(plan()).unwrap();
     let two_issues = |_: &serde_json::Value| {
         redraft_core::Verdict::from_issues(vec![
-            redraft_core::Issue::new("/city", "rule:city_matches", "city 'Louisville' doesn't match contract city 'Toledo'"),
-            redraft_core::Issue::new("", "additionalProperties", "Additional properties are not allowed ('state' was unexpected)"),
+            redraft_core::Issue::new(
+                "/city",
+                "rule:city_matches",
+                "city 'Louisville' doesn't match contract city 'Toledo'",
+            ),
+            redraft_core::Issue::new(
+                "",
+                "additionalProperties",
+                "Additional properties are not allowed ('state' was unexpected)",
+            ),
         ])
     };
     answer(&mut e, "Here it is:\n```json\n{\"city\": \"Louisville\", \"state\": \"KY\"}\n```", two_issues);

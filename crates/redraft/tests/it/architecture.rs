@@ -35,8 +35,21 @@ fn core_does_no_io() {
         let mut files = Vec::new();
         sources(&crates().join(krate).join("src"), &mut files);
         for (path, text) in files {
-            for forbidden in ["std::fs", "std::env", "std::process", "std::net", "Instant::now", "SystemTime", "thread::sleep", "now_v7"] {
-                assert!(!text.contains(forbidden), "{} uses `{forbidden}`: core decides, the runner acts", path.display());
+            for forbidden in [
+                "std::fs",
+                "std::env",
+                "std::process",
+                "std::net",
+                "Instant::now",
+                "SystemTime",
+                "thread::sleep",
+                "now_v7",
+            ] {
+                assert!(
+                    !text.contains(forbidden),
+                    "{} uses `{forbidden}`: core decides, the runner acts",
+                    path.display()
+                );
             }
         }
     }
@@ -62,7 +75,11 @@ fn only_the_cli_knows_exit_codes_and_terminals() {
         sources(&crates().join(krate).join("src"), &mut files);
         for (path, text) in files {
             for forbidden in ["ExitCode", "process::exit", "IsTerminal", "is_terminal"] {
-                assert!(!text.contains(forbidden), "{} mentions `{forbidden}`: only faces know about it", path.display());
+                assert!(
+                    !text.contains(forbidden),
+                    "{} mentions `{forbidden}`: only faces know about it",
+                    path.display()
+                );
             }
         }
     }

@@ -71,7 +71,10 @@ async fn converges_on_invalid_then_wrong_then_damaged_but_repairable() {
     assert!(second.starts_with("Attempt 2 of 3."), "{second}");
     assert!(second.contains("[invalid_json]"), "{second}");
     let third = last_user_message(&bodies[2]);
-    assert!(third.contains("1. /city: city 'Louisville' doesn't match contract city 'Toledo' [rule:city_matches]"), "{third}");
+    assert!(
+        third.contains("1. /city: city 'Louisville' doesn't match contract city 'Toledo' [rule:city_matches]"),
+        "{third}"
+    );
     // conversation strategy: the previous answers stay in the conversation
     assert_eq!(bodies[2]["messages"].as_array().unwrap().len(), 5);
 }
@@ -95,13 +98,9 @@ async fn rate_limits_are_retried_honouring_retry_after() {
 
 #[tokio::test]
 async fn persistent_failure_halts_with_provider_error_and_keeps_history() {
-    let server = FakeOpenAi::start(vec![
-        reply(r#"{"city": "Dayton", "state": "OH"}"#),
-        status(500),
-        status(500),
-        status(500),
-    ])
-    .await;
+    let server =
+        FakeOpenAi::start(vec![reply(r#"{"city": "Dayton", "state": "OH"}"#), status(500), status(500), status(500)])
+            .await;
     let result = runner(&model(&server)).run("Where?").await.unwrap();
     assert_eq!(result.halted_because, HaltReason::ProviderError);
     assert_eq!(result.iterations, 1, "transport failures are not attempts");
@@ -197,11 +196,7 @@ async fn a_slow_reply_within_the_limit_is_fine_and_a_broken_evaluator_is_an_issu
 
 #[tokio::test]
 async fn the_result_json_has_exactly_the_spec_shape() {
-    let server = FakeOpenAi::start(vec![
-        reply("no json"),
-        reply(r#"{"city": "Toledo", "state": "OH"}"#),
-    ])
-    .await;
+    let server = FakeOpenAi::start(vec![reply("no json"), reply(r#"{"city": "Toledo", "state": "OH"}"#)]).await;
     let result = runner(&model(&server)).run("Where?").await.unwrap();
     let value = serde_json::to_value(&result).unwrap();
     insta::assert_json_snapshot!(value, {
@@ -277,5 +272,8 @@ async fn the_result_json_has_exactly_the_spec_shape() {
       "escalation": null
     }
     "#);
-    assert_eq!(result.artifact_sha256.unwrap(), redraft::core::canonical::sha256_hex(r#"{"city":"Toledo","state":"OH"}"#));
+    assert_eq!(
+        result.artifact_sha256.unwrap(),
+        redraft::core::canonical::sha256_hex(r#"{"city":"Toledo","state":"OH"}"#)
+    );
 }
