@@ -10,6 +10,7 @@
 
 pub mod canonical;
 pub mod chat;
+pub mod diagnostics;
 pub mod directive;
 pub mod duration;
 pub mod engine;

@@ -28,15 +28,11 @@ pub(crate) fn blocks(text: &str, limit: usize) -> Vec<Range<usize>> {
             b'`' if b.get(i..i + 3) == Some(b"```") => {
                 let open_end = i + run(b, i);
                 let mut start = open_end;
-                while b.get(start).is_some_and(|&c| {
-                    c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'+' | b'.')
-                }) {
+                while b.get(start).is_some_and(|&c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'+' | b'.'))
+                {
                     start += 1;
                 }
-                let close = text
-                    .get(start..)
-                    .and_then(|rest| rest.find("```"))
-                    .map_or(b.len(), |at| start + at);
+                let close = text.get(start..).and_then(|rest| rest.find("```")).map_or(b.len(), |at| start + at);
                 found.push(start..close);
                 i = close + run(b, close);
                 continue;
@@ -53,8 +49,7 @@ pub(crate) fn blocks(text: &str, limit: usize) -> Vec<Range<usize>> {
 
 /// Length of the run of backticks at `i`.
 fn run(b: &[u8], i: usize) -> usize {
-    b.get(i..)
-        .map_or(0, |rest| rest.iter().take_while(|&&c| c == b'`').count())
+    b.get(i..).map_or(0, |rest| rest.iter().take_while(|&&c| c == b'`').count())
 }
 
 #[cfg(test)]
@@ -62,10 +57,7 @@ mod tests {
     use super::*;
 
     fn check(text: &str, expect: &[&str]) {
-        let got: Vec<&str> = blocks(text, 8)
-            .into_iter()
-            .filter_map(|r| text.get(r))
-            .collect();
+        let got: Vec<&str> = blocks(text, 8).into_iter().filter_map(|r| text.get(r)).collect();
         assert_eq!(got, expect, "{text:?}");
     }
 
@@ -73,10 +65,7 @@ mod tests {
     fn fences() {
         check("Here:\n```json\n{\"a\":1}\n```\nbye", &["\n{\"a\":1}\n"]);
         check("```\n[1]\n```", &["\n[1]\n"]);
-        check(
-            "lorem ```json {\"k\":1} ``` ipsum ```json [1] ``` 42",
-            &[" {\"k\":1} ", " [1] "],
-        );
+        check("lorem ```json {\"k\":1} ``` ipsum ```json [1] ``` 42", &[" {\"k\":1} ", " [1] "]);
         check("````{ \"key\": \"value\" }```", &["{ \"key\": \"value\" }"]);
         check("```python\nx = 1", &["\nx = 1"]);
         check("{\"a\": \"```{}```\"}", &[]);

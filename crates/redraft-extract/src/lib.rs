@@ -165,19 +165,11 @@ pub fn extract(raw: &str) -> Result<Extraction, NoJson> {
         return Err(NoJson::ReasoningOnly);
     }
     if visible.text.trim().is_empty() {
-        return Err(if visible.had_reasoning {
-            NoJson::ReasoningOnly
-        } else {
-            NoJson::Empty
-        });
+        return Err(if visible.had_reasoning { NoJson::ReasoningOnly } else { NoJson::Empty });
     }
     let mut extraction = search(&visible.text, !visible.had_reasoning)?;
     let Range { start, end } = extraction.span;
-    let raw_end = if end > start {
-        visible.raw_offset(end - 1) + 1
-    } else {
-        visible.raw_offset(end)
-    };
+    let raw_end = if end > start { visible.raw_offset(end - 1) + 1 } else { visible.raw_offset(end) };
     extraction.span = visible.raw_offset(start)..raw_end;
     Ok(extraction)
 }
@@ -186,9 +178,7 @@ pub fn extract(raw: &str) -> Result<Extraction, NoJson> {
 /// refusal check. Text after the value is ignored. Valid JSON comes back unchanged with no
 /// repairs.
 pub fn repair(text: &str) -> Option<(Value, Vec<Repair>)> {
-    lenient::parse(text, 0)
-        .ok()
-        .map(|parsed| (parsed.value, parsed.repairs))
+    lenient::parse(text, 0).ok().map(|parsed| (parsed.value, parsed.repairs))
 }
 
 fn strict(text: &str) -> Option<Value> {
@@ -196,12 +186,7 @@ fn strict(text: &str) -> Option<Value> {
 }
 
 fn found(value: Value, route: Route, span: Range<usize>) -> Extraction {
-    Extraction {
-        value,
-        route,
-        repairs: Vec::new(),
-        span,
-    }
+    Extraction { value, route, repairs: Vec::new(), span }
 }
 
 /// Try the routes on text with reasoning removed; `checked` says the whole text is already
@@ -225,12 +210,7 @@ fn search(text: &str, checked: bool) -> Result<Extraction, NoJson> {
         known_bad.push(start..start + content.len());
     }
     if let Some((value, span)) = scan::sequence(text) {
-        return Ok(Extraction {
-            value,
-            route: Route::Repaired,
-            repairs: vec![Repair::MultipleValues],
-            span,
-        });
+        return Ok(Extraction { value, route: Route::Repaired, repairs: vec![Repair::MultipleValues], span });
     }
     let spans = scan::spans(text, &known_bad);
     if let Some((value, span)) = spans.found {
@@ -241,20 +221,14 @@ fn search(text: &str, checked: bool) -> Result<Extraction, NoJson> {
     for block in &fences {
         let inner = text.get(block.clone()).unwrap_or_default();
         if !inner.trim().is_empty() {
-            starts.push((
-                block.start + (inner.len() - inner.trim_start().len()),
-                block.end,
-                false,
-            ));
+            starts.push((block.start + (inner.len() - inner.trim_start().len()), block.end, false));
         }
     }
     if !matches!(text.as_bytes().get(lead), Some(b'{' | b'[')) {
         starts.push((lead, text.len(), false));
     }
     for &start in &spans.damaged {
-        let prose_before = text
-            .get(..start)
-            .is_some_and(|before| !before.trim().is_empty());
+        let prose_before = text.get(..start).is_some_and(|before| !before.trim().is_empty());
         starts.push((start, text.len(), prose_before));
     }
     starts.dedup_by_key(|s| s.0);
@@ -263,9 +237,7 @@ fn search(text: &str, checked: bool) -> Result<Extraction, NoJson> {
         if let Ok(parsed) = lenient::parse(slice, start)
             && acceptable(&parsed, slice, start, prose_before)
         {
-            let read = slice
-                .get(start..parsed.end)
-                .map_or(0, |s| s.trim_end().len());
+            let read = slice.get(start..parsed.end).map_or(0, |s| s.trim_end().len());
             return Ok(Extraction {
                 value: parsed.value,
                 route: Route::Repaired,
@@ -292,20 +264,15 @@ fn acceptable(parsed: &lenient::Parsed, text: &str, start: usize, prose_before: 
         // bare words in brackets next to prose (`[citation needed] I can't`) are prose too
         Value::Object(_) | Value::Array(_) => {
             let weak = parsed.evidence == 0
-                && parsed.repairs.iter().any(|r| {
-                    matches!(
-                        r,
-                        Repair::UnquotedString | Repair::UnquotedKey | Repair::TruncatedTail
-                    )
-                });
-            !weak || !(prose_before || !parsed.complete)
+                && parsed
+                    .repairs
+                    .iter()
+                    .any(|r| matches!(r, Repair::UnquotedString | Repair::UnquotedKey | Repair::TruncatedTail));
+            !weak || (!prose_before && parsed.complete)
         }
         // a lone quote character is not an empty string
         Value::String(s) if s.is_empty() => {
-            parsed.complete
-                && text
-                    .get(start..)
-                    .is_some_and(|t| t.trim().chars().count() > 1)
+            parsed.complete && text.get(start..).is_some_and(|t| t.trim().chars().count() > 1)
         }
         _ => parsed.complete,
     }

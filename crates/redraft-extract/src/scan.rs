@@ -58,10 +58,7 @@ pub(crate) fn balanced(b: &[u8], start: usize) -> Option<usize> {
 }
 
 fn next_bracket(b: &[u8], from: usize) -> Option<usize> {
-    b.get(from..)?
-        .iter()
-        .position(|&c| c == b'{' || c == b'[')
-        .map(|at| from + at)
+    b.get(from..)?.iter().position(|&c| c == b'{' || c == b'[').map(|at| from + at)
 }
 
 /// Scan `text` for the first bracketed span that parses strictly. Spans in `known_bad` (text
@@ -85,8 +82,7 @@ pub(crate) fn spans(text: &str, known_bad: &[Range<usize>]) -> Scan {
         let parsed = if known_bad.contains(&(start..end)) {
             None
         } else {
-            text.get(start..end)
-                .and_then(|s| serde_json::from_str::<Value>(s).ok())
+            text.get(start..end).and_then(|s| serde_json::from_str::<Value>(s).ok())
         };
         if let Some(value) = parsed {
             let at_start = tried == 0 && text.get(..start).is_some_and(|p| p.trim().is_empty());
@@ -146,20 +142,13 @@ mod tests {
             assert!(text.get(r).is_some());
             v.to_string()
         });
-        assert_eq!(
-            (found.as_deref(), scan.damaged.as_slice()),
-            expect,
-            "{text:?}"
-        );
+        assert_eq!((found.as_deref(), scan.damaged.as_slice()), expect, "{text:?}");
     }
 
     #[test]
     fn spans_in_prose() {
         check(r#"Here: {"a": 1} ok"#, (Some(r#"{"a":1}"#), &[]));
-        check(
-            r#"x {"code":"fn x() { }"} y"#,
-            (Some(r#"{"code":"fn x() { }"}"#), &[]),
-        );
+        check(r#"x {"code":"fn x() { }"} y"#, (Some(r#"{"code":"fn x() { }"}"#), &[]));
         check(r#"use {name} then {"a": 1}"#, (Some(r#"{"a":1}"#), &[4]));
         check(r#"{"a": {"b": 1},}"#, (None, &[0]));
         check(r#"{"items":[{"id":1},{"id":2,"na"#, (None, &[0]));
@@ -171,10 +160,7 @@ mod tests {
     #[test]
     fn sequences() {
         let seq = |t: &str| sequence(t).map(|(v, r)| (v.to_string(), r));
-        assert_eq!(
-            seq("{\"a\":1}\n{\"b\":2}"),
-            Some((r#"[{"a":1},{"b":2}]"#.into(), 0..15))
-        );
+        assert_eq!(seq("{\"a\":1}\n{\"b\":2}"), Some((r#"[{"a":1},{"b":2}]"#.into(), 0..15)));
         assert_eq!(seq("/* 1 */ {}, {}"), Some(("[{},{}]".into(), 8..14)));
         assert_eq!(seq("[]{\"k\":1}"), Some((r#"{"k":1}"#.into(), 0..9)));
         assert_eq!(seq("{\"a\":1}"), None);

@@ -32,9 +32,7 @@ impl Visible<'_> {
 /// The earliest of `tags` in `raw` at or after `from`, as `(start, end)`.
 fn find_tag(raw: &str, from: usize, tags: &[&str]) -> Option<(usize, usize)> {
     let rest = raw.get(from..)?;
-    tags.iter()
-        .filter_map(|tag| rest.find(tag).map(|at| (from + at, from + at + tag.len())))
-        .min()
+    tags.iter().filter_map(|tag| rest.find(tag).map(|at| (from + at, from + at + tag.len()))).min()
 }
 
 /// Remove reasoning blocks from `raw`.
@@ -65,10 +63,8 @@ pub(crate) fn strip(raw: &str) -> Visible<'_> {
                 match find_tag(raw, open_end, &CLOSE) {
                     Some((_, close_end)) => pos = close_end,
                     None => {
-                        let before: usize = keep
-                            .iter()
-                            .map(|&(a, b)| raw.get(a..b).map_or(0, |s| s.trim().len()))
-                            .sum();
+                        let before: usize =
+                            keep.iter().map(|&(a, b)| raw.get(a..b).map_or(0, |s| s.trim().len())).sum();
                         unfinished = before == 0;
                         break;
                     }
@@ -88,12 +84,7 @@ pub(crate) fn strip(raw: &str) -> Visible<'_> {
         pieces.push((vis, a));
         vis += b - a;
     }
-    Visible {
-        text,
-        pieces,
-        had_reasoning,
-        unfinished,
-    }
+    Visible { text, pieces, had_reasoning, unfinished }
 }
 
 #[cfg(test)]
@@ -113,14 +104,8 @@ mod tests {
     #[test]
     fn reasoning_blocks() {
         check(r#"{"a":1}"#, (r#"{"a":1}"#, false, Some(0)));
-        check(
-            r#"<think>{"a":0}</think>{"a":3}"#,
-            (r#"{"a":3}"#, false, Some(22)),
-        );
-        check(
-            "<think>x</think> A <think>y</think> {}",
-            (" A  {}", false, Some(36)),
-        );
+        check(r#"<think>{"a":0}</think>{"a":3}"#, (r#"{"a":3}"#, false, Some(22)));
+        check("<think>x</think> A <think>y</think> {}", (" A  {}", false, Some(36)));
         check("hmm, so…</think>\n{}", ("\n{}", false, Some(19)));
         check("<think>still going {", ("", true, None));
         check("answer {} <think>later", ("answer {} ", false, Some(7)));

@@ -1,14 +1,14 @@
 //! Agreement with the test cases of two JSON-repair libraries (json_repair for Python and
 //! jsonrepair for TypeScript), scored per file since their policies differ.
+//!
+//! `REDRAFT_CORPUS_VERBOSE=1 cargo test -p redraft-extract --test corpus -- --nocapture`
+//! prints the figures and every disagreeing case.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 use serde_json::Value;
 
-const DIR: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/corpora/jsonextract/"
-);
+const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpora/jsonextract/");
 
 /// Agreement floors: the figures reached, rounded down to the case.
 ///
@@ -27,18 +27,11 @@ fn canonical(v: &Value) -> Value {
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
             entries.sort_by(|a, b| a.0.cmp(b.0));
-            Value::Object(
-                entries
-                    .into_iter()
-                    .map(|(k, v)| (k.clone(), canonical(v)))
-                    .collect(),
-            )
+            Value::Object(entries.into_iter().map(|(k, v)| (k.clone(), canonical(v))).collect())
         }
         Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
         // serde_json reads `-0` as the float -0.0 where Python (which wrote the corpus) has 0
-        Value::Number(n) if n.as_f64() == Some(0.0) && n.is_f64() && n.to_string() == "-0.0" => {
-            Value::from(0)
-        }
+        Value::Number(n) if n.as_f64() == Some(0.0) && n.is_f64() && n.to_string() == "-0.0" => Value::from(0),
         other => other.clone(),
     }
 }
@@ -49,16 +42,9 @@ fn score(file: &str) -> (usize, usize) {
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}"));
     let verbose = std::env::var_os("REDRAFT_CORPUS_VERBOSE").is_some();
     let (mut agree, mut total) = (0, 0);
-    for (line_no, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let case: Value =
-            serde_json::from_str(line).unwrap_or_else(|e| panic!("{file}:{line_no}: {e}"));
-        let input = case["input"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{file}:{line_no}: no input"));
+    for (line_no, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let case: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{file}:{line_no}: {e}"));
+        let input = case["input"].as_str().unwrap_or_else(|| panic!("{file}:{line_no}: no input"));
         let expect_failure = case["expect_failure"].as_bool().unwrap_or(false);
         let got = redraft_extract::extract(input);
         let ok = match (&got, expect_failure) {
@@ -74,11 +60,7 @@ fn score(file: &str) -> (usize, usize) {
                 Ok(found) => format!("{} {:?}", found.value, found.route),
                 Err(e) => format!("Err({e})"),
             };
-            let want = if expect_failure {
-                "Err".to_string()
-            } else {
-                case["expected"].to_string()
-            };
+            let want = if expect_failure { "Err".to_string() } else { case["expected"].to_string() };
             let clip = |s: &str| s.chars().take(160).collect::<String>();
             println!(
                 "  [{file}:{line_no}] {}\n      input: {}\n      want:  {}\n      got:   {}",
@@ -97,10 +79,7 @@ fn report(file: &str, floor: usize) {
     #[allow(clippy::cast_precision_loss)]
     let pct = 100.0 * agree as f64 / total as f64;
     println!("{file}: {agree}/{total} agree ({pct:.1}%), floor {floor}");
-    assert!(
-        agree >= floor,
-        "{file}: {agree}/{total} is below the floor {floor}"
-    );
+    assert!(agree >= floor, "{file}: {agree}/{total} is below the floor {floor}");
 }
 
 #[test]

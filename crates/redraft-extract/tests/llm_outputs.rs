@@ -11,17 +11,11 @@ fn show(raw: &str) -> String {
             let repairs: Vec<String> = found
                 .repairs
                 .iter()
-                .map(|r| {
-                    serde_json::to_value(r)
-                        .map(|v| v.as_str().unwrap_or("").to_string())
-                        .unwrap_or_default()
-                })
+                .map(|r| serde_json::to_value(r).map(|v| v.as_str().unwrap_or("").to_string()).unwrap_or_default())
                 .collect();
             format!(
                 "route: {}\nrepairs: [{}]\nspan: {:?}\nvalue: {}",
-                serde_json::to_value(found.route)
-                    .map(|v| v.as_str().unwrap_or("").to_string())
-                    .unwrap_or_default(),
+                serde_json::to_value(found.route).map(|v| v.as_str().unwrap_or("").to_string()).unwrap_or_default(),
                 repairs.join(", "),
                 raw.get(found.span.clone()).unwrap_or("<bad span>"),
                 found.value

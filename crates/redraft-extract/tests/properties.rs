@@ -23,9 +23,7 @@ fn json() -> impl Strategy<Value = Value> {
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(Value::from),
         any::<u64>().prop_map(Value::from),
-        any::<f64>()
-            .prop_filter("finite", |f| f.is_finite())
-            .prop_map(Value::from),
+        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
         text().prop_map(Value::String),
     ];
     leaf.prop_recursive(4, 48, 6, |inner| {
@@ -55,11 +53,7 @@ fn jsonish() -> impl Strategy<Value = String> {
 }
 
 fn check_shape(raw: &str, found: &Extraction) {
-    assert!(
-        raw.get(found.span.clone()).is_some(),
-        "span {:?} outside {raw:?}",
-        found.span
-    );
+    assert!(raw.get(found.span.clone()).is_some(), "span {:?} outside {raw:?}", found.span);
     if found.route != Route::Repaired {
         assert!(found.repairs.is_empty());
     }
@@ -134,10 +128,6 @@ fn refusals_are_not_json() {
         "Here is some code instead:\n```python\nprint('hi')\n```",
         "<think>The user asks for {\"a\": 1}.</think>\nI won't do that.",
     ] {
-        assert!(
-            extract(text).is_err(),
-            "{text:?} became {:?}",
-            extract(text)
-        );
+        assert!(extract(text).is_err(), "{text:?} became {:?}", extract(text));
     }
 }

@@ -36,11 +36,7 @@ impl Parser<'_> {
 
     /// Items up to `close`, after the opening bracket. Returns the items, whether a comma was
     /// seen, and whether the closing bracket was found.
-    pub(super) fn items(
-        &mut self,
-        close: u8,
-        mut items: Vec<Value>,
-    ) -> Result<(Vec<Value>, bool, bool), Fail> {
+    pub(super) fn items(&mut self, close: u8, mut items: Vec<Value>) -> Result<(Vec<Value>, bool, bool), Fail> {
         let mut first = items.is_empty();
         let mut comma = false;
         let mut saw_comma = false;
@@ -103,18 +99,13 @@ impl Parser<'_> {
             };
             if self.pos >= self.end
                 && item.as_str() == Some("")
-                && self
-                    .src
-                    .get(item_start..self.end)
-                    .is_some_and(|t| t.trim().chars().count() == 1)
+                && self.src.get(item_start..self.end).is_some_and(|t| t.trim().chars().count() == 1)
             {
                 // `["`: a string cut off before it held anything
                 return Ok((items, saw_comma, false));
             }
             let item = match item {
-                Value::String(key) if self.next_significant(self.pos).1 == Some(b':') => {
-                    self.implicit_object(key)?
-                }
+                Value::String(key) if self.next_significant(self.pos).1 == Some(b':') => self.implicit_object(key)?,
                 other => other,
             };
             items.push(item);

@@ -19,10 +19,7 @@ impl Parser<'_> {
         let ident = self.src.get(start..j).unwrap_or_default();
         if !ident.is_empty() {
             let boundary = self.peek_at(j).is_none_or(|c| {
-                lex::is_ws(c)
-                    || lex::is_delim(c)
-                    || matches!(c, b';' | b')')
-                    || quote_at(self.b, j).is_some()
+                lex::is_ws(c) || lex::is_delim(c) || matches!(c, b';' | b')') || quote_at(self.b, j).is_some()
             });
             if boundary && let Some(v) = self.literal(ident, ctx) {
                 self.pos = j;
@@ -31,11 +28,7 @@ impl Parser<'_> {
             }
             if j >= self.end && ctx != Ctx::Top {
                 // a literal cut off by the end of the text: `{"done": fals`
-                for (word, v) in [
-                    ("true", Value::Bool(true)),
-                    ("false", Value::Bool(false)),
-                    ("null", Value::Null),
-                ] {
+                for (word, v) in [("true", Value::Bool(true)), ("false", Value::Bool(false)), ("null", Value::Null)] {
                     if word.starts_with(ident) {
                         self.note(Repair::TruncatedTail);
                         self.pos = j;
@@ -145,8 +138,7 @@ impl Parser<'_> {
                     }
                     // `{"a": one, two, three}` keeps going; `{a: one, b: two}` stops
                     let (n, next) = self.next_significant(i + 1);
-                    let prose =
-                        next.is_some_and(|c| c.is_ascii_alphabetic()) && !member_at(b, n, self.end);
+                    let prose = next.is_some_and(|c| c.is_ascii_alphabetic()) && !member_at(b, n, self.end);
                     if !prose {
                         break;
                     }
@@ -187,11 +179,7 @@ impl Parser<'_> {
         }
         let text = text.to_string();
         self.pos = i + closing;
-        self.note(if ctx == Ctx::Key {
-            Repair::UnquotedKey
-        } else {
-            Repair::UnquotedString
-        });
+        self.note(if ctx == Ctx::Key { Repair::UnquotedKey } else { Repair::UnquotedString });
         if closing > 0 {
             self.note(Repair::MissingQuote);
         }

@@ -39,28 +39,17 @@ impl Parser<'_> {
         }
         let limit = self.end.min(i + 256);
         let mut j = i;
-        while j < limit
-            && self
-                .b
-                .get(j)
-                .is_some_and(|c| !matches!(c, b'"' | b'\n' | b',' | b'[' | b']' | b'{' | b'}'))
+        while j < limit && self.b.get(j).is_some_and(|c| !matches!(c, b'"' | b'\n' | b',' | b'[' | b']' | b'{' | b'}'))
         {
             j += 1;
         }
-        if j == limit
-            || self
-                .b
-                .get(i..j)
-                .is_none_or(|word| word.iter().all(|c| lex::is_ws(*c)))
-        {
+        if j == limit || self.b.get(i..j).is_none_or(|word| word.iter().all(|c| lex::is_ws(*c))) {
             return false;
         }
         if self.peek_at(j) == Some(b'"') {
             j += 1;
         }
-        self.next_significant(j)
-            .1
-            .is_none_or(|c| c == b',' || c == b']')
+        self.next_significant(j).1.is_none_or(|c| c == b',' || c == b']')
     }
 
     /// Whether the document goes on structurally after offset `i`: the end, a closer, or a
@@ -93,9 +82,7 @@ impl Parser<'_> {
     fn literal_at(&self, i: usize) -> bool {
         ["true", "false", "null"].iter().any(|word| {
             self.b.get(i..i + word.len()) == Some(word.as_bytes())
-                && self
-                    .peek_at(i + word.len())
-                    .is_none_or(|c| !lex::is_ident(c))
+                && self.peek_at(i + word.len()).is_none_or(|c| !lex::is_ident(c))
         })
     }
 
@@ -115,9 +102,7 @@ impl Parser<'_> {
                             (_, None | Some(b'}' | b']')) => true,
                             (k, Some(b',')) => {
                                 let (m, d) = self.next_significant(k + 1);
-                                d.is_none()
-                                    || quote_at(self.b, m).is_some()
-                                    || member_at(self.b, m, self.end)
+                                d.is_none() || quote_at(self.b, m).is_some() || member_at(self.b, m, self.end)
                             }
                             _ => false,
                         };

@@ -65,10 +65,7 @@ pub(super) fn odd_space_len(b: &[u8], i: usize) -> usize {
 /// Characters after which a closing quote is believable: structure, `/`, `+`, newline.
 /// Parentheses are not among them: `"six feet (72") tall"` is one string.
 pub(super) fn is_delim(c: u8) -> bool {
-    matches!(
-        c,
-        b',' | b':' | b'[' | b']' | b'{' | b'}' | b'/' | b'+' | b'\n'
-    )
+    matches!(c, b',' | b':' | b'[' | b']' | b'{' | b'}' | b'/' | b'+' | b'\n')
 }
 
 /// Characters that may continue an identifier-like token.
@@ -101,10 +98,9 @@ pub(super) fn comment_end(b: &[u8], i: usize, end: usize, kind: Comment) -> usiz
     let body = b.get(i..end).unwrap_or_default();
     match kind {
         Comment::Line => body.iter().position(|&c| c == b'\n').map_or(end, |n| i + n),
-        Comment::Block => body
-            .get(2..)
-            .and_then(|rest| rest.windows(2).position(|w| w == b"*/"))
-            .map_or(end, |n| i + 2 + n + 2),
+        Comment::Block => {
+            body.get(2..).and_then(|rest| rest.windows(2).position(|w| w == b"*/")).map_or(end, |n| i + 2 + n + 2)
+        }
     }
 }
 
@@ -225,11 +221,7 @@ mod tests {
 
     fn check(input: &str, at: usize, expect: (bool, bool, Option<Quote>)) {
         let b = input.as_bytes();
-        let got = (
-            member_at(b, at, b.len()),
-            item_at(b, at, b.len()),
-            quote_at(b, at).map(|q| q.0),
-        );
+        let got = (member_at(b, at, b.len()), item_at(b, at, b.len()), quote_at(b, at).map(|q| q.0));
         assert_eq!(got, expect, "{input:?} at {at}");
     }
 

@@ -116,14 +116,7 @@ fn parse_plain(src: &str, start: usize) -> Result<Parsed, Fail> {
         p.note(Repair::MismatchedBracket);
         i = skip_trivia(p.b, i + 1, p.end);
     }
-    Ok(Parsed {
-        value,
-        repairs: p.repairs,
-        end,
-        complete: i >= p.end,
-        evidence: p.evidence,
-        bare_words,
-    })
+    Ok(Parsed { value, repairs: p.repairs, end, complete: i >= p.end, evidence: p.evidence, bare_words })
 }
 
 /// Combine several top-level values into one: empty `{}`/`[]` placeholders beside real
@@ -188,19 +181,11 @@ impl<'a> Parser<'a> {
     }
 
     fn peek(&self) -> Option<u8> {
-        if self.pos < self.end {
-            self.b.get(self.pos).copied()
-        } else {
-            None
-        }
+        if self.pos < self.end { self.b.get(self.pos).copied() } else { None }
     }
 
     fn peek_at(&self, i: usize) -> Option<u8> {
-        if i < self.end {
-            self.b.get(i).copied()
-        } else {
-            None
-        }
+        if i < self.end { self.b.get(i).copied() } else { None }
     }
 
     /// The next significant byte after `i` and its position.
@@ -211,11 +196,7 @@ impl<'a> Parser<'a> {
 
     /// Drop a trailing code fence (```` ``` ````) left after the value.
     fn trim_fence_tail(&mut self) {
-        let body = self
-            .src
-            .get(self.pos..self.end)
-            .unwrap_or_default()
-            .trim_end();
+        let body = self.src.get(self.pos..self.end).unwrap_or_default().trim_end();
         let cut = body.trim_end_matches('`');
         if body.len() - cut.len() >= 3 {
             self.end = self.pos + cut.len();

@@ -26,10 +26,7 @@ impl Parser<'_> {
             }
             _ => {}
         }
-        if self
-            .src
-            .get(i..self.end)
-            .is_some_and(|rest| rest.starts_with("Infinity"))
+        if self.src.get(i..self.end).is_some_and(|rest| rest.starts_with("Infinity"))
             && self.peek_at(i + 8).is_none_or(|c| !lex::is_ident(c))
         {
             self.pos = i + 8;
@@ -116,8 +113,7 @@ impl Parser<'_> {
                 out.push(char::from(c));
                 n += 1;
                 *i += 1;
-            } else if c == b'_' && n > 0 && self.peek_at(*i + 1).is_some_and(|d| d.is_ascii_digit())
-            {
+            } else if c == b'_' && n > 0 && self.peek_at(*i + 1).is_some_and(|d| d.is_ascii_digit()) {
                 *fixed = true;
                 *i += 1;
             } else {

@@ -84,8 +84,8 @@ impl Parser<'_> {
             if !first && !comma {
                 self.note(Repair::MissingComma);
             }
-            let quoted = quote_at(self.b, self.pos).is_some()
-                || (c == b'\\' && quote_at(self.b, self.pos + 1).is_some());
+            let quoted =
+                quote_at(self.b, self.pos).is_some() || (c == b'\\' && quote_at(self.b, self.pos + 1).is_some());
             let Some(key) = self.key()? else {
                 return Err(self.fail("an object key"));
             };
@@ -196,18 +196,7 @@ impl Parser<'_> {
         }
         let word = self.src.get(i..j).unwrap_or_default();
         !word.is_empty()
-            && !matches!(
-                word,
-                "true"
-                    | "false"
-                    | "null"
-                    | "True"
-                    | "False"
-                    | "None"
-                    | "undefined"
-                    | "NaN"
-                    | "Infinity"
-            )
+            && !matches!(word, "true" | "false" | "null" | "True" | "False" | "None" | "undefined" | "NaN" | "Infinity")
     }
 
     /// Skip a quote standing alone where a key belongs, with only `,` or closers after it on

@@ -1,10 +1,10 @@
-//! Quoted strings (deciding which quote really ends a string), unquoted text, and
-//! regular-expression literals.
+//! Quoted strings: quotes of every kind, escapes, and reading a damaged string again.
 //!
-//! A quote is trusted as the end of a string only when a delimiter, another value or the end
-//! of the text follows it. Otherwise it is an unescaped quote inside the string — unless what
-//! precedes it says the real end quote was lost, in which case the string is read once more,
-//! stopping at the first delimiter (or at the comma the end quote belonged before).
+//! A quote is trusted as the end of a string only when what follows says so (see `closing`).
+//! Otherwise it is an unescaped quote inside the string — unless what precedes it says the
+//! real end quote was lost, in which case the string is read once more, stopping at the first
+//! delimiter (or at the comma the end quote belonged before). A string is read at most twice,
+//! and a budget for the whole text caps the re-reading.
 
 use serde_json::Value;
 
@@ -36,12 +36,7 @@ pub(super) struct Opens {
 
 impl Opens {
     fn new(quote: Quote) -> Self {
-        Opens {
-            quote,
-            paren: 0,
-            square: 0,
-            curly: 0,
-        }
+        Opens { quote, paren: 0, square: 0, curly: 0 }
     }
 
     fn track(&mut self, c: u8) {
@@ -106,11 +101,7 @@ impl Parser<'_> {
     pub(super) fn quoted(&mut self, ctx: Ctx) -> Result<String, Fail> {
         let start = self.pos;
         let mark = self.repairs.len();
-        let first = if self.reread_budget == 0 {
-            Stop::Delim
-        } else {
-            Stop::Quote
-        };
+        let first = if self.reread_budget == 0 { Stop::Delim } else { Stop::Quote };
         match self.scan(start, ctx, first)? {
             Scan::Done(text) => Ok(text),
             Scan::Retry(stop, read) => {
@@ -145,10 +136,7 @@ impl Parser<'_> {
         if stop == Stop::Quote
             && let Some((q, l)) = quote_at(b, i)
             && open.closed_by(q)
-            && self
-                .next_significant(i + l)
-                .1
-                .is_some_and(|c| c.is_ascii_alphanumeric())
+            && self.next_significant(i + l).1.is_some_and(|c| c.is_ascii_alphanumeric())
         {
             // `""value""`: doubled quotes around the text
             self.note(Repair::UnescapedQuote);
@@ -165,16 +153,12 @@ impl Parser<'_> {
         loop {
             if i >= self.end {
                 self.push_seg(&mut out, seg, self.end);
-                let lost_end = lex::prev_significant(b, self.end)
-                    .is_some_and(|(j, c)| j >= start + qlen && lex::is_delim(c));
+                let lost_end =
+                    lex::prev_significant(b, self.end).is_some_and(|(j, c)| j >= start + qlen && lex::is_delim(c));
                 if stop == Stop::Quote && lost_end {
                     // `["hello]`: the end quote belongs before the delimiter; quotes met on the
                     // way stay text if they pair up (`"a "b" c}`), else the first one ends it
-                    let retry = if inner.is_multiple_of(2) {
-                        Stop::Lost
-                    } else {
-                        Stop::Delim
-                    };
+                    let retry = if inner.is_multiple_of(2) { Stop::Lost } else { Stop::Delim };
                     return Ok(Scan::Retry(retry, self.end - start));
                 }
                 trim_end(&mut out);
@@ -216,9 +200,7 @@ impl Parser<'_> {
                 {
                     let after2 = after + l2;
                     if matches!(q, Quote::Single | Quote::SingleLike)
-                        && self
-                            .peek_at(after2)
-                            .is_some_and(|c| c.is_ascii_alphanumeric())
+                        && self.peek_at(after2).is_some_and(|c| c.is_ascii_alphanumeric())
                     {
                         // `'it''s'`: a doubled quote stands for one
                         self.note(Repair::UnescapedQuote);
@@ -249,9 +231,7 @@ impl Parser<'_> {
                     Some((comma, b',')) => {
                         let starts_next = match ctx {
                             Ctx::Array => lex::item_at(b, i, self.end),
-                            Ctx::Top => {
-                                lex::item_at(b, i, self.end) || lex::quoted_key_at(b, i, self.end)
-                            }
+                            Ctx::Top => lex::item_at(b, i, self.end) || lex::quoted_key_at(b, i, self.end),
                             Ctx::Value | Ctx::Key => lex::quoted_key_at(b, i, self.end),
                         };
                         if starts_next {

@@ -10,13 +10,8 @@ fn check(input: &str, expect: (Option<&str>, &[Repair])) {
         None => assert!(got.is_err(), "{input:?} should fail, got {got:?}"),
         Some(json) => {
             let parsed = got.unwrap_or_else(|fail| panic!("{input:?}: {fail:?}"));
-            let want: serde_json::Value =
-                serde_json::from_str(json).unwrap_or_else(|e| panic!("{json}: {e}"));
-            assert_eq!(
-                (&parsed.value, parsed.repairs.as_slice()),
-                (&want, expect.1),
-                "{input:?}"
-            );
+            let want: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{json}: {e}"));
+            assert_eq!((&parsed.value, parsed.repairs.as_slice()), (&want, expect.1), "{input:?}");
         }
     }
 }
@@ -25,184 +20,79 @@ fn check(input: &str, expect: (Option<&str>, &[Repair])) {
 fn valid_json_is_untouched() {
     check(
         r#"{"a": [1, 2.5, -3e2, true, null, "x\"y\u00e9"]}"#,
-        (
-            Some(r#"{"a": [1, 2.5, -3e2, true, null, "x\"y\u00e9"]}"#),
-            &[],
-        ),
+        (Some(r#"{"a": [1, 2.5, -3e2, true, null, "x\"y\u00e9"]}"#), &[]),
     );
     check(
         r#"["{", "[", "}", "]", ",", ":", "\"", "it's"]"#,
         (Some(r#"["{", "[", "}", "]", ",", ":", "\"", "it's"]"#), &[]),
     );
-    check(
-        r#"{"{": "[", "a,b": "c:d", "": ""}"#,
-        (Some(r#"{"{": "[", "a,b": "c:d", "": ""}"#), &[]),
-    );
+    check(r#"{"{": "[", "a,b": "c:d", "": ""}"#, (Some(r#"{"{": "[", "a,b": "c:d", "": ""}"#), &[]));
     check("\"\\ud83d\\ude00\"", (Some("\"\u{1F600}\""), &[]));
     check("12345678901234567890", (Some("12345678901234567890"), &[]));
 }
 
 #[test]
 fn commas_and_colons() {
-    check(
-        "{a: 1,}",
-        (Some(r#"{"a": 1}"#), &[UnquotedKey, TrailingComma]),
-    );
+    check("{a: 1,}", (Some(r#"{"a": 1}"#), &[UnquotedKey, TrailingComma]));
     check("[,1,,2,]", (Some("[1, 2]"), &[TrailingComma]));
-    check(
-        "{\"a\": 1\n\"b\": 2}",
-        (Some(r#"{"a": 1, "b": 2}"#), &[MissingComma]),
-    );
+    check("{\"a\": 1\n\"b\": 2}", (Some(r#"{"a": 1, "b": 2}"#), &[MissingComma]));
     check("[1 2 {}{}]", (Some("[1, 2, {}, {}]"), &[MissingComma]));
     check(r#"{"a" "b"}"#, (Some(r#"{"a": "b"}"#), &[MissingColon]));
     check(r#"{"a" true}"#, (Some(r#"{"a": true}"#), &[MissingColon]));
-    check(
-        r#"{"a": , "b": 2}"#,
-        (Some(r#"{"a": null, "b": 2}"#), &[MissingValue]),
-    );
+    check(r#"{"a": , "b": 2}"#, (Some(r#"{"a": null, "b": 2}"#), &[MissingValue]));
 }
 
 #[test]
 fn quotes() {
     check("{'a': 'b'}", (Some(r#"{"a": "b"}"#), &[SingleQuotes]));
     check("{“a”: ‘b’}", (Some(r#"{"a": "b"}"#), &[SmartQuotes]));
-    check(
-        "{'a': 'it''s'}",
-        (Some(r#"{"a": "it's"}"#), &[SingleQuotes, UnescapedQuote]),
-    );
-    check(
-        r#"{"html": "<a href="x">y</a>"}"#,
-        (
-            Some(r#"{"html": "<a href=\"x\">y</a>"}"#),
-            &[UnescapedQuote],
-        ),
-    );
-    check(
-        r#""The TV has a 24" screen""#,
-        (Some(r#""The TV has a 24\" screen""#), &[UnescapedQuote]),
-    );
-    check(
-        r#"{"a": "b, "c": "d"}"#,
-        (Some(r#"{"a": "b", "c": "d"}"#), &[MissingQuote]),
-    );
-    check(
-        r#"["hello, world]"#,
-        (
-            Some(r#"["hello", "world"]"#),
-            &[MissingQuote, UnquotedString],
-        ),
-    );
-    check(
-        r#"{"x": "see {"k": 1}, ok", "y": 2}"#,
-        (
-            Some(r#"{"x": "see {\"k\": 1}, ok", "y": 2}"#),
-            &[UnescapedQuote],
-        ),
-    );
-    check(
-        r#"{"a": "(5'3")"}"#,
-        (Some(r#"{"a": "(5'3\")"}"#), &[UnescapedQuote]),
-    );
-    check(
-        "{\"a\": \"line\nbreak\"}",
-        (Some(r#"{"a": "line\nbreak"}"#), &[ControlCharacter]),
-    );
-    check(
-        r#"{"re": "\d+\.\d"}"#,
-        (Some(r#"{"re": "\\d+\\.\\d"}"#), &[InvalidEscape]),
-    );
+    check("{'a': 'it''s'}", (Some(r#"{"a": "it's"}"#), &[SingleQuotes, UnescapedQuote]));
+    check(r#"{"html": "<a href="x">y</a>"}"#, (Some(r#"{"html": "<a href=\"x\">y</a>"}"#), &[UnescapedQuote]));
+    check(r#""The TV has a 24" screen""#, (Some(r#""The TV has a 24\" screen""#), &[UnescapedQuote]));
+    check(r#"{"a": "b, "c": "d"}"#, (Some(r#"{"a": "b", "c": "d"}"#), &[MissingQuote]));
+    check(r#"["hello, world]"#, (Some(r#"["hello", "world"]"#), &[MissingQuote, UnquotedString]));
+    check(r#"{"x": "see {"k": 1}, ok", "y": 2}"#, (Some(r#"{"x": "see {\"k\": 1}, ok", "y": 2}"#), &[UnescapedQuote]));
+    check(r#"{"a": "(5'3")"}"#, (Some(r#"{"a": "(5'3\")"}"#), &[UnescapedQuote]));
+    check("{\"a\": \"line\nbreak\"}", (Some(r#"{"a": "line\nbreak"}"#), &[ControlCharacter]));
+    check(r#"{"re": "\d+\.\d"}"#, (Some(r#"{"re": "\\d+\\.\\d"}"#), &[InvalidEscape]));
     check(r#"{"a": "x\u26"}"#, (None, &[]));
     check("\"a\u{1}b\"", (None, &[]));
 }
 
 #[test]
 fn unquoted_and_literals() {
-    check(
-        "{key: value, n: 2}",
-        (
-            Some(r#"{"key": "value", "n": 2}"#),
-            &[UnquotedKey, UnquotedString],
-        ),
-    );
-    check(
-        "{url: https://x.org/a}",
-        (
-            Some(r#"{"url": "https://x.org/a"}"#),
-            &[UnquotedKey, UnquotedString],
-        ),
-    );
-    check(
-        "[True, False, None]",
-        (Some("[true, false, null]"), &[PythonLiteral]),
-    );
-    check(
-        "[undefined, NaN, -Infinity]",
-        (Some("[null, null, null]"), &[Undefined, NonFiniteNumber]),
-    );
-    check(
-        "{\"a\": 1, COMMENT \"b\": 2}",
-        (Some(r#"{"a": 1, "b": 2}"#), &[UnquotedKey, StrayText]),
-    );
+    check("{key: value, n: 2}", (Some(r#"{"key": "value", "n": 2}"#), &[UnquotedKey, UnquotedString]));
+    check("{url: https://x.org/a}", (Some(r#"{"url": "https://x.org/a"}"#), &[UnquotedKey, UnquotedString]));
+    check("[True, False, None]", (Some("[true, false, null]"), &[PythonLiteral]));
+    check("[undefined, NaN, -Infinity]", (Some("[null, null, null]"), &[Undefined, NonFiniteNumber]));
+    check("{\"a\": 1, COMMENT \"b\": 2}", (Some(r#"{"a": 1, "b": 2}"#), &[UnquotedKey, StrayText]));
     check(
         "[.5, 2., 1_000, +1, 0789, 1.1.1]",
-        (
-            Some(r#"[0.5, 2.0, 1000, 1, "0789", "1.1.1"]"#),
-            &[NumberFormat, UnquotedString],
-        ),
+        (Some(r#"[0.5, 2.0, 1000, 1, "0789", "1.1.1"]"#), &[NumberFormat, UnquotedString]),
     );
 }
 
 #[test]
 fn comments_and_wrappers() {
-    check(
-        "{// c\n\"a\": /* b */ 1 # d\n}",
-        (Some(r#"{"a": 1}"#), &[Comment]),
-    );
-    check(
-        "callback({\"a\": 1});",
-        (Some(r#"{"a": 1}"#), &[FunctionWrapper]),
-    );
-    check(
-        "{\"_id\": ObjectId(\"123\")}",
-        (Some(r#"{"_id": "123"}"#), &[FunctionWrapper]),
-    );
+    check("{// c\n\"a\": /* b */ 1 # d\n}", (Some(r#"{"a": 1}"#), &[Comment]));
+    check("callback({\"a\": 1});", (Some(r#"{"a": 1}"#), &[FunctionWrapper]));
+    check("{\"_id\": ObjectId(\"123\")}", (Some(r#"{"_id": "123"}"#), &[FunctionWrapper]));
     check("\"a\" + \"b\"", (Some(r#""ab""#), &[Concatenation]));
-    check(
-        "{re: /a+b/i}",
-        (Some(r#"{"re": "/a+b/i"}"#), &[UnquotedKey, RegexLiteral]),
-    );
+    check("{re: /a+b/i}", (Some(r#"{"re": "/a+b/i"}"#), &[UnquotedKey, RegexLiteral]));
     check("[1, 2, ...]", (Some("[1, 2]"), &[Ellipsis]));
     check("((1, 2), (3))", (Some("[[1, 2], 3]"), &[Tuple]));
-    check(
-        "{'a', 'b'}",
-        (Some(r#"["a", "b"]"#), &[SingleQuotes, SetLiteral]),
-    );
+    check("{'a', 'b'}", (Some(r#"["a", "b"]"#), &[SingleQuotes, SetLiteral]));
     check(r#"{\"a\": \"b\"}"#, (Some(r#"{"a": "b"}"#), &[EscapedJson]));
-    check(
-        "{\u{a0}\"a\":\u{200b}1}",
-        (Some(r#"{"a": 1}"#), &[UnicodeWhitespace]),
-    );
+    check("{\u{a0}\"a\":\u{200b}1}", (Some(r#"{"a": 1}"#), &[UnicodeWhitespace]));
 }
 
 #[test]
 fn brackets_and_documents() {
-    check(
-        r#"{"a": [1, 2}"#,
-        (Some(r#"{"a": [1, 2]}"#), &[MismatchedBracket]),
-    );
-    check(
-        r#"[{"a": 1}}, {"a": 2}]"#,
-        (Some(r#"[{"a": 1}, {"a": 2}]"#), &[MismatchedBracket]),
-    );
+    check(r#"{"a": [1, 2}"#, (Some(r#"{"a": [1, 2]}"#), &[MismatchedBracket]));
+    check(r#"[{"a": 1}}, {"a": 2}]"#, (Some(r#"[{"a": 1}, {"a": 2}]"#), &[MismatchedBracket]));
     check(r#"{"a": 1}}"#, (Some(r#"{"a": 1}"#), &[MismatchedBracket]));
-    check(
-        r#"["k": "v"]"#,
-        (Some(r#"[{"k": "v"}]"#), &[MismatchedBracket]),
-    );
-    check(
-        r#"{"a": 1}, "b": 2}"#,
-        (Some(r#"{"a": 1, "b": 2}"#), &[MismatchedBracket]),
-    );
+    check(r#"["k": "v"]"#, (Some(r#"[{"k": "v"}]"#), &[MismatchedBracket]));
+    check(r#"{"a": 1}, "b": 2}"#, (Some(r#"{"a": 1, "b": 2}"#), &[MismatchedBracket]));
     check("1\n2\n3", (Some("[1, 2, 3]"), &[MultipleValues]));
     check("{\"a\": 1}\nthanks!", (Some(r#"{"a": 1}"#), &[]));
     check("{\"a\": 1}```", (Some(r#"{"a": 1}"#), &[]));
@@ -213,16 +103,10 @@ fn brackets_and_documents() {
 
 #[test]
 fn truncation() {
-    check(
-        r#"{"items":[{"id":1},{"id":2,"na"#,
-        (Some(r#"{"items":[{"id":1},{"id":2}]}"#), &[TruncatedTail]),
-    );
+    check(r#"{"items":[{"id":1},{"id":2,"na"#, (Some(r#"{"items":[{"id":1},{"id":2}]}"#), &[TruncatedTail]));
     check(r#"{"a": "hel"#, (Some(r#"{"a": "hel"}"#), &[TruncatedTail]));
     check(r#"{"a": 1, "b":"#, (Some(r#"{"a": 1}"#), &[TruncatedTail]));
-    check(
-        r#"{"done": fals"#,
-        (Some(r#"{"done": false}"#), &[TruncatedTail]),
-    );
+    check(r#"{"done": fals"#, (Some(r#"{"done": false}"#), &[TruncatedTail]));
     check(r#"["x\u26"#, (Some(r#"["x"]"#), &[TruncatedTail]));
     check(r#"["a", ""#, (Some(r#"["a"]"#), &[TruncatedTail]));
 }

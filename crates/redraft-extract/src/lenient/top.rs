@@ -42,12 +42,8 @@ impl Parser<'_> {
             self.repairs.truncate(saved.1);
         }
         let strong = matches!(c, b'{' | b'[' | b'"' | b'-' | b'0'..=b'9');
-        let newline = self
-            .b
-            .get(self.pos..n)
-            .is_some_and(|gap| gap.contains(&b'\n'));
-        let bracket =
-            matches!(c, b'{' | b'[') && matches!(first, Value::Object(_) | Value::Array(_));
+        let newline = self.b.get(self.pos..n).is_some_and(|gap| gap.contains(&b'\n'));
+        let bracket = matches!(c, b'{' | b'[') && matches!(first, Value::Object(_) | Value::Array(_));
         if !strong || !(comma || newline || bracket) {
             return Ok(first);
         }

@@ -1,0 +1,317 @@
+//! Issues from a verifier's output: compiler diagnostics (`file:line:col: message`, rustc's
+//! `--> file:line:col`, tsc's `file(line,col)`), pytest `FAILED` lines, cargo test panics,
+//! Jest-style `Expected:`/`Received:` pairs — else the last lines as one issue.
+
+use crate::issue::Issue;
+
+/// Issue code for a failing test.
+pub const TEST_FAILED: &str = "test_failed";
+/// Issue code for a compiler or linter diagnostic without its own code.
+pub const DIAGNOSTIC: &str = "diagnostic";
+/// Issue code for output that matched no known format.
+pub const EXIT_STATUS: &str = "exit_status";
+
+/// At most this many issues are read from one output.
+pub const MAX_ISSUES: usize = 50;
+
+/// Read the issues in a verifier's combined output. When nothing is recognised, the last
+/// `tail_lines` non-empty lines become one issue (`exit_status`), so a failure is never silent.
+pub fn issues_from_output(output: &str, tail_lines: usize) -> Vec<Issue> {
+    let lines: Vec<&str> = output.lines().collect();
+    let mut issues = Vec::new();
+    let mut i = 0;
+    while i < lines.len() && issues.len() < MAX_ISSUES {
+        let line = lines.get(i).copied().unwrap_or_default();
+        let consumed = cargo_panic(&lines, i, &mut issues)
+            .or_else(|| rustc(&lines, i, &mut issues))
+            .or_else(|| pytest(line, &mut issues))
+            .or_else(|| jest(&lines, i, &mut issues))
+            .or_else(|| unix(line, &mut issues))
+            .or_else(|| tsc(line, &mut issues));
+        i += consumed.unwrap_or(1).max(1);
+    }
+    dedup(&mut issues);
+    if issues.is_empty() {
+        let tail: Vec<&str> = lines.iter().rev().filter(|l| !l.trim().is_empty()).take(tail_lines).copied().collect();
+        if !tail.is_empty() {
+            let text: Vec<&str> = tail.into_iter().rev().collect();
+            issues.push(Issue::new("", EXIT_STATUS, text.join("\n")));
+        }
+    }
+    issues
+}
+
+fn dedup(issues: &mut Vec<Issue>) {
+    let mut seen: Vec<(String, String)> = Vec::new();
+    issues.retain(|i| {
+        let key = (i.path.clone(), i.message.clone());
+        if seen.contains(&key) {
+            false
+        } else {
+            seen.push(key);
+            true
+        }
+    });
+}
+
+/// `path:line:col: message` or `path:line: message` (gcc, clang, eslint unix, go, rustc
+/// `--error-format=short`, mypy, flake8).
+fn unix(line: &str, issues: &mut Vec<Issue>) -> Option<usize> {
+    let (location, message) = split_location(line.trim_start())?;
+    let (code, message) = severity_code(message);
+    issues.push(Issue::new(location, code, message));
+    Some(1)
+}
+
+fn split_location(line: &str) -> Option<(String, &str)> {
+    let mut parts = line.splitn(4, ':');
+    let path = parts.next()?;
+    if path.is_empty() || path.contains(' ') || !path.contains(['.', '/']) {
+        return None;
+    }
+    let row = parts.next()?;
+    if row.is_empty() || !row.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let third = parts.next()?;
+    match parts.next() {
+        Some(rest) if !third.is_empty() && third.bytes().all(|b| b.is_ascii_digit()) => {
+            let message = rest.trim();
+            (!message.is_empty()).then(|| (format!("{path}:{row}:{third}"), message))
+        }
+        _ => {
+            // `path:line: message` (the message may itself contain colons)
+            let start = path.len() + 1 + row.len() + 1;
+            let message = line.get(start..)?.trim();
+            (!message.is_empty() && line.get(start - 1..start) == Some(":")).then(|| (format!("{path}:{row}"), message))
+        }
+    }
+}
+
+/// `error TS2322: Type …` → (`TS2322`, `Type …`); `error: msg` → (`diagnostic`, `msg`).
+fn severity_code(message: &str) -> (String, String) {
+    for severity in ["error", "warning", "fatal error"] {
+        if let Some(rest) = message.strip_prefix(severity) {
+            let rest = rest.trim_start();
+            if let Some(rest) = rest.strip_prefix(':') {
+                return (DIAGNOSTIC.to_owned(), rest.trim().to_owned());
+            }
+            if let Some((code, msg)) = rest.split_once(':')
+                && !code.is_empty()
+                && !code.contains(' ')
+            {
+                return (code.trim_matches(|c| c == '[' || c == ']').to_owned(), msg.trim().to_owned());
+            }
+        }
+    }
+    (DIAGNOSTIC.to_owned(), message.to_owned())
+}
+
+/// tsc's `src/a.ts(3,7): error TS2322: Type …`.
+fn tsc(line: &str, issues: &mut Vec<Issue>) -> Option<usize> {
+    let line = line.trim_start();
+    let open = line.find('(')?;
+    let close = line[open..].find("):")? + open;
+    let (row, col) = line.get(open + 1..close)?.split_once(',')?;
+    if row.parse::<u32>().is_err() || col.parse::<u32>().is_err() || line[..open].contains(' ') {
+        return None;
+    }
+    let (code, message) = severity_code(line.get(close + 2..)?.trim());
+    issues.push(Issue::new(format!("{}:{row}:{col}", &line[..open]), code, message));
+    Some(1)
+}
+
+/// rustc's human format: `error[E0308]: mismatched types` followed by `  --> src/x.rs:2:5`.
+fn rustc(lines: &[&str], i: usize, issues: &mut Vec<Issue>) -> Option<usize> {
+    let line = lines.get(i)?;
+    let (code, message) = if let Some(rest) = line.strip_prefix("error[") {
+        let (code, msg) = rest.split_once("]:")?;
+        (code.to_owned(), msg.trim())
+    } else if let Some(msg) = line.strip_prefix("error: ") {
+        (DIAGNOSTIC.to_owned(), msg.trim())
+    } else {
+        return None;
+    };
+    let arrow = lines.get(i + 1)?.trim_start().strip_prefix("--> ")?;
+    issues.push(Issue::new(arrow.trim(), code, message));
+    Some(2)
+}
+
+/// pytest's short summary: `FAILED tests/test_a.py::test_b - AssertionError: assert 1 == 2`.
+fn pytest(line: &str, issues: &mut Vec<Issue>) -> Option<usize> {
+    let rest = line.trim_start().strip_prefix("FAILED ")?;
+    let (test, message) = match rest.split_once(" - ") {
+        Some((t, m)) => (t.trim(), m.trim()),
+        None => (rest.trim(), "failed"),
+    };
+    if !test.contains("::") {
+        return None;
+    }
+    issues.push(Issue::new(test, TEST_FAILED, message));
+    Some(1)
+}
+
+/// cargo test: `---- name stdout ----`, then `thread 'name' panicked at file:line:col:` and
+/// the panic message (with `left:`/`right:` for assertions).
+fn cargo_panic(lines: &[&str], i: usize, issues: &mut Vec<Issue>) -> Option<usize> {
+    let line = lines.get(i)?.trim();
+    let (name, start) = if let Some(name) = line.strip_prefix("---- ").and_then(|l| l.strip_suffix(" stdout ----")) {
+        (name.to_owned(), i + 1)
+    } else if line.starts_with("thread '") && line.contains("' panicked at ") {
+        (line.strip_prefix("thread '")?.split('\'').next()?.to_owned(), i)
+    } else {
+        return None;
+    };
+    let mut j = start;
+    let mut location = String::new();
+    let mut message: Vec<String> = Vec::new();
+    while let Some(l) = lines.get(j) {
+        let t = l.trim();
+        if j > i && (t.starts_with("---- ") || t == "failures:" || t.starts_with("test result:")) {
+            break;
+        }
+        if let Some(at) = t.split("' panicked at ").nth(1) {
+            let at = at.trim_end_matches(':');
+            // Rust ≥ 1.73: `panicked at src/lib.rs:10:5:` and the message on the next lines.
+            match at.split_once(":\n") {
+                _ if at.contains(' ') => {
+                    // older form: `panicked at 'msg', src/lib.rs:10:5`
+                    if let Some((msg, loc)) = at.rsplit_once(", ") {
+                        message.push(msg.trim_matches('\'').to_owned());
+                        location = loc.to_owned();
+                    }
+                }
+                _ => location = at.to_owned(),
+            }
+        } else if !t.is_empty() && !t.starts_with("note:") && !t.starts_with("stack backtrace") && j > start - 1 {
+            if t.starts_with("thread '") {
+                // a panic line without a recognisable location
+            } else if message.len() < 6 {
+                message.push(t.to_owned());
+            }
+        }
+        j += 1;
+    }
+    if location.is_empty() && message.is_empty() {
+        return None;
+    }
+    let text = if message.is_empty() { "panicked".to_owned() } else { message.join(" ") };
+    issues.push(Issue::new(
+        if location.is_empty() { name.clone() } else { location },
+        TEST_FAILED,
+        format!("{name}: {text}"),
+    ));
+    Some(j - i)
+}
+
+/// Jest/Vitest: `FAIL path` followed (within a block) by `Expected: …` and `Received: …`.
+fn jest(lines: &[&str], i: usize, issues: &mut Vec<Issue>) -> Option<usize> {
+    let file = lines.get(i)?.trim().strip_prefix("FAIL ")?.trim();
+    let mut j = i + 1;
+    let mut expected = None;
+    let mut received = None;
+    let mut first = None;
+    while let Some(l) = lines.get(j) {
+        let t = l.trim();
+        if t.starts_with("FAIL ") || t.starts_with("PASS ") {
+            break;
+        }
+        if let Some(e) = t.strip_prefix("Expected:") {
+            expected = Some(e.trim().to_owned());
+        } else if let Some(r) = t.strip_prefix("Received:") {
+            received = Some(r.trim().to_owned());
+        } else if first.is_none() && !t.is_empty() {
+            first = Some(t.trim_start_matches('●').trim().to_owned());
+        }
+        j += 1;
+    }
+    let message = match (&expected, &received) {
+        (Some(e), Some(r)) => format!("expected {e}, received {r}"),
+        (Some(e), None) => format!("expected {e}"),
+        _ => first.unwrap_or_else(|| "failed".to_owned()),
+    };
+    let mut issue = Issue::new(file, TEST_FAILED, message);
+    issue.expected = expected.map(|e| Box::new(serde_json::Value::String(e)));
+    issue.found = received.map(|r| Box::new(serde_json::Value::String(r)));
+    issues.push(issue);
+    Some(j - i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(output: &str, expect: &[(&str, &str, &str)]) {
+        let got: Vec<(String, String, String)> =
+            issues_from_output(output, 20).into_iter().map(|i| (i.path, i.code, i.message)).collect();
+        let expect: Vec<(String, String, String)> =
+            expect.iter().map(|(p, c, m)| (p.to_string(), c.to_string(), m.to_string())).collect();
+        assert_eq!(got, expect, "\n{output}");
+    }
+
+    #[test]
+    fn compiler_and_linter_diagnostics() {
+        check(
+            "src/main.c:3:5: error: 'x' undeclared (first use in this function)\nsrc/main.c:9: warning: unused variable",
+            &[
+                ("src/main.c:3:5", DIAGNOSTIC, "'x' undeclared (first use in this function)"),
+                ("src/main.c:9", DIAGNOSTIC, "unused variable"),
+            ],
+        );
+        check(
+            "src/app.ts(12,7): error TS2322: Type 'string' is not assignable to type 'number'.",
+            &[("src/app.ts:12:7", "TS2322", "Type 'string' is not assignable to type 'number'.")],
+        );
+        check(
+            "error[E0308]: mismatched types\n  --> src/lib.rs:4:18\n   |\n4  |     let x: u32 = \"a\";\n",
+            &[("src/lib.rs:4:18", "E0308", "mismatched types")],
+        );
+        check(
+            "/tmp/p/index.js:2:11: Unexpected token [Error/no-unexpected]",
+            &[("/tmp/p/index.js:2:11", DIAGNOSTIC, "Unexpected token [Error/no-unexpected]")],
+        );
+    }
+
+    #[test]
+    fn pytest_failures() {
+        check(
+            "=========================== short test summary info ============================\nFAILED tests/test_calc.py::test_add - assert 3 == 4\nFAILED tests/test_calc.py::test_div - ZeroDivisionError: division by zero\n========================= 2 failed, 3 passed in 0.05s =========================",
+            &[
+                ("tests/test_calc.py::test_add", TEST_FAILED, "assert 3 == 4"),
+                ("tests/test_calc.py::test_div", TEST_FAILED, "ZeroDivisionError: division by zero"),
+            ],
+        );
+    }
+
+    #[test]
+    fn cargo_test_panics() {
+        let out = "running 2 tests\ntest tests::adds ... FAILED\n\nfailures:\n\n---- tests::adds stdout ----\n\nthread 'tests::adds' panicked at src/lib.rs:10:9:\nassertion `left == right` failed\n  left: 3\n right: 4\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n\n\nfailures:\n    tests::adds\n\ntest result: FAILED. 1 passed; 1 failed";
+        check(
+            out,
+            &[("src/lib.rs:10:9", TEST_FAILED, "tests::adds: assertion `left == right` failed left: 3 right: 4")],
+        );
+    }
+
+    #[test]
+    fn jest_expected_received() {
+        let out = "FAIL src/auth/login.test.ts\n  ● login › returns a token\n    Expected: token to contain userId\n    Received: undefined\n";
+        let issues = issues_from_output(out, 20);
+        assert_eq!(issues.len(), 1);
+        assert_eq!(issues[0].path, "src/auth/login.test.ts");
+        assert_eq!(issues[0].message, "expected token to contain userId, received undefined");
+        assert_eq!(issues[0].found.as_deref(), Some(&serde_json::json!("undefined")));
+    }
+
+    #[test]
+    fn anything_else_is_the_tail() {
+        let out = (1..=30).map(|n| format!("line {n}")).collect::<Vec<_>>().join("\n");
+        let issues = issues_from_output(&out, 20);
+        assert_eq!(issues.len(), 1);
+        assert_eq!(issues[0].code, EXIT_STATUS);
+        assert!(issues[0].message.starts_with("line 11\n") && issues[0].message.ends_with("line 30"));
+        assert!(issues_from_output("", 20).is_empty());
+        // Prose with colons is not a diagnostic.
+        check("Note: this is fine: really", &[("", EXIT_STATUS, "Note: this is fine: really")]);
+        check("http://example.com:8080: refused", &[("", EXIT_STATUS, "http://example.com:8080: refused")]);
+    }
+}
