@@ -29,6 +29,8 @@ pub enum Command {
     Extract(ExtractArgs),
     /// Check a JSON document against a JSON Schema and print every issue.
     Validate(ValidateArgs),
+    /// Decide the next step of an iteration: proceed, retry (with feedback) or escalate.
+    Decide(DecideArgs),
 }
 
 #[derive(Debug, Args)]
@@ -162,4 +164,26 @@ pub struct ValidateArgs {
     /// Print `{"passed", "issues"}` as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DecideArgs {
+    /// The `iteration_check` (JSON or YAML); `-` or nothing for stdin.
+    #[arg(value_name = "FILE|-")]
+    pub input: Option<String>,
+
+    /// The output format. By default, the input's.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<Format>,
+
+    /// Record each check per `task_id` under `.redraft/decide/`, so that an escalation
+    /// summarises every earlier iteration.
+    #[arg(long)]
+    pub store: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Json,
+    Yaml,
 }

@@ -33,6 +33,7 @@ fn main() -> ExitCode {
             Command::Run(args) => commands::run::run(args, cli.config.as_deref()).await,
             Command::Extract(args) => commands::extract::run(args),
             Command::Validate(args) => commands::validate::run(args),
+            Command::Decide(args) => commands::decide::run(args, cli.config.as_deref()),
         }
     });
     exit_code(outcome)

@@ -41,9 +41,39 @@ pub struct ChatRequest {
     pub temperature: Option<f32>,
     /// Upper bound on output tokens. By default, the provider's own default.
     pub max_tokens: Option<u32>,
+    /// The attempt this request is for, from 1 (command proposers pass it on).
+    pub iteration: u32,
+    /// The run's `max_iterations`.
+    pub max_iterations: u32,
 }
 
 impl ChatRequest {
+    /// A request for attempt 1 of 1 with these messages and the provider's defaults.
+    pub fn new(messages: Vec<Message>) -> Self {
+        Self { messages, temperature: None, max_tokens: None, iteration: 1, max_iterations: 1 }
+    }
+
+    /// The whole conversation as one text, for proposers that take a single prompt: the
+    /// last user message when it is the only message, else every message under a role heading.
+    pub fn as_prompt(&self) -> String {
+        if let [only] = self.messages.as_slice() {
+            return only.content.clone();
+        }
+        let mut out = String::new();
+        for m in &self.messages {
+            let role = match m.role {
+                Role::System => "System",
+                Role::User => "User",
+                Role::Assistant => "Assistant",
+            };
+            if !out.is_empty() {
+                out.push_str("\n\n");
+            }
+            out.push_str(&format!("## {role}\n\n{}", m.content));
+        }
+        out
+    }
+
     /// Characters across all messages (for token estimates).
     pub fn chars(&self) -> usize {
         self.messages.iter().map(|m| m.content.chars().count()).sum()

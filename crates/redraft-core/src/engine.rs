@@ -292,7 +292,13 @@ impl Engine {
             Strategy::Conversation => messages.extend(self.conversation.iter().cloned()),
             Strategy::Fresh => messages.push(Message::user(self.fresh_prompt())),
         }
-        ChatRequest { messages, temperature: self.plan.temperature, max_tokens: self.plan.max_tokens }
+        ChatRequest {
+            messages,
+            temperature: self.plan.temperature,
+            max_tokens: self.plan.max_tokens,
+            iteration: self.next_iteration(),
+            max_iterations: self.plan.policy.max_iterations,
+        }
     }
 
     fn fresh_prompt(&self) -> String {
@@ -461,7 +467,13 @@ impl Engine {
                 (if ok { AttemptStatus::Accepted } else { AttemptStatus::Rejected }, v.score, v.issues)
             }
             (Some(_), None) => (AttemptStatus::Accepted, Score::ONE, Vec::new()),
-            (None, _) => (AttemptStatus::InvalidJson, Score::ZERO, candidate.issue.into_iter().collect()),
+            (None, _) => {
+                let status = match &candidate.issue {
+                    Some(i) if i.code != codes::INVALID_JSON => AttemptStatus::Error,
+                    _ => AttemptStatus::InvalidJson,
+                };
+                (status, Score::ZERO, candidate.issue.into_iter().collect())
+            }
         };
         let key = match &candidate.artifact {
             Some(a) => canonical_json(a),

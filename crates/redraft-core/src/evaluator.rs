@@ -39,6 +39,15 @@ pub trait Evaluator: Send + Sync + fmt::Debug {
     async fn evaluate(&self, input: EvalInput<'_>) -> Result<Verdict, EvaluatorError>;
 }
 
+/// Where the artifact comes from when it is not read from the proposer's text — for example a
+/// snapshot of the workspace an agent edited. Without one, the runner extracts the artifact
+/// from the raw text (structured mode) or takes the text itself (text mode).
+#[async_trait::async_trait]
+pub trait ArtifactSource: Send + Sync + fmt::Debug {
+    /// The artifact of attempt `iteration`, after the proposer answered with `raw`.
+    async fn artifact(&self, raw: &str, iteration: u32) -> Result<Value, EvaluatorError>;
+}
+
 /// An evaluator could not judge.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

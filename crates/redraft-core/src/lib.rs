@@ -10,6 +10,7 @@
 
 pub mod canonical;
 pub mod chat;
+pub mod decide;
 pub mod diagnostics;
 pub mod directive;
 pub mod duration;
@@ -32,7 +33,7 @@ pub mod extract {
 pub use chat::{ChatProvider, ChatRequest, ChatResponse, FinishReason, Message, ProviderError, Role, Usage};
 pub use directive::{Directive, DirectiveError};
 pub use engine::{AttemptEnd, AttemptOutcome, Candidate, Engine, Interruption, Mode, Next, Plan, Task};
-pub use evaluator::{EvalInput, Evaluator, EvaluatorError};
+pub use evaluator::{ArtifactSource, EvalInput, Evaluator, EvaluatorError};
 pub use events::RunObserver;
 pub use issue::{Issue, Score, Severity, Verdict, codes};
 pub use policy::{Ceilings, HaltReason, PlanError, Policy};

@@ -186,7 +186,7 @@ mod tests {
     use super::*;
 
     fn request() -> ChatRequest {
-        ChatRequest { messages: vec![redraft_core::Message::user("hi")], temperature: None, max_tokens: None }
+        ChatRequest::new(vec![redraft_core::Message::user("hi")])
     }
 
     #[test]

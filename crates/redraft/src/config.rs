@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use redraft_core::decide::DecideSettings;
 use redraft_core::{ChatProvider, Policy, Price, PromptStyle};
 use redraft_providers::{MockProvider, OpenAiConfig, OpenAiProvider, openai};
 use serde::{Deserialize, Serialize};
@@ -33,6 +34,8 @@ pub struct Config {
     pub providers: BTreeMap<String, ProviderConfig>,
     /// Prices per `provider/model` (`[models."openai/gpt-4o-mini"]`).
     pub models: BTreeMap<String, Price>,
+    /// `redraft decide` and agent loops: `auto_retry_on_test_fail`, … (`[decide]`).
+    pub decide: DecideSettings,
 }
 
 /// The provider types.

@@ -4,9 +4,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use redraft_core::{
-    AttemptEnd, AttemptOutcome, Candidate, Ceilings, ChatProvider, ChatRequest, ChatResponse, Engine, EvalInput,
-    Evaluator, Interruption, Mode, Next, Plan, Policy, Price, PromptStyle, ProviderError, RetryDecision, RetryPolicy,
-    RunObserver, RunResult, Strategy, Task, Templates, Verdict,
+    ArtifactSource, AttemptEnd, AttemptOutcome, Candidate, Ceilings, ChatProvider, ChatRequest, ChatResponse, Engine,
+    EvalInput, Evaluator, Interruption, Mode, Next, Plan, Policy, Price, PromptStyle, ProviderError, RetryDecision,
+    RetryPolicy, RunObserver, RunResult, Strategy, Task, Templates, Verdict,
 };
 use serde_json::Value;
 use tokio::time::Instant;
@@ -27,6 +27,7 @@ pub struct Runner {
     template: Plan,
     retry: RetryPolicy,
     observer: Option<Arc<dyn RunObserver>>,
+    artifact_source: Option<Arc<dyn ArtifactSource>>,
 }
 
 /// Builds a [`Runner`]. Everything that can be wrong is reported by [`RunnerBuilder::build`],
@@ -39,6 +40,7 @@ pub struct RunnerBuilder {
     template: Plan,
     retry: RetryPolicy,
     observer: Option<Arc<dyn RunObserver>>,
+    artifact_source: Option<Arc<dyn ArtifactSource>>,
 }
 
 impl Default for RunnerBuilder {
@@ -50,6 +52,7 @@ impl Default for RunnerBuilder {
             template: Plan::new(Task::default(), ""),
             retry: RetryPolicy::default(),
             observer: None,
+            artifact_source: None,
         }
     }
 }
@@ -191,6 +194,13 @@ impl RunnerBuilder {
         self
     }
 
+    /// Take each attempt's artifact from `source` instead of the proposer's text (agent mode:
+    /// the artifact is the workspace the agent edited).
+    pub fn artifact_source(mut self, source: Arc<dyn ArtifactSource>) -> Self {
+        self.artifact_source = Some(source);
+        self
+    }
+
     /// Check everything and build the runner.
     pub fn build(mut self) -> Result<Runner, ConfigError> {
         let provider = self.provider.ok_or(ConfigError::NoProvider)?;
@@ -208,6 +218,7 @@ impl RunnerBuilder {
             template: self.template,
             retry: self.retry,
             observer: self.observer,
+            artifact_source: self.artifact_source,
         };
         // Check the plan (policy, templates, budget vs price) once now.
         Engine::new(runner.plan(Task::new("")))?;
@@ -329,7 +340,17 @@ impl Runner {
         context: &Value,
     ) -> Result<AttemptEnd, ProviderError> {
         let response = self.propose(request).await?;
-        let candidate: Candidate = engine.candidate(&response.text);
+        let candidate = match &self.artifact_source {
+            None => engine.candidate(&response.text),
+            Some(source) => match source.artifact(&response.text, iteration).await {
+                Ok(artifact) => {
+                    Candidate { artifact: Some(artifact), extraction: None, repairs: Vec::new(), issue: None }
+                }
+                Err(e) => {
+                    Candidate { artifact: None, extraction: None, repairs: Vec::new(), issue: Some(e.to_issue()) }
+                }
+            },
+        };
         let verdict = match &candidate.artifact {
             Some(artifact) => Some(self.evaluate(artifact, context, iteration).await),
             None => None,
