@@ -12,11 +12,11 @@ pub struct Cli {
     pub command: Command,
 
     /// Read this config file instead of searching ./redraft.toml and $XDG_CONFIG_HOME/redraft/.
-    #[arg(long, global = true, value_name = "FILE", env = "REDRAFT_CONFIG")]
+    #[arg(long, global = true, value_name = "FILE", env = "REDRAFT_CONFIG", help_heading = "Global options")]
     pub config: Option<PathBuf>,
 
     /// Log more to stderr (-v info, -vv debug). `RUST_LOG` works too.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, help_heading = "Global options")]
     pub verbose: u8,
 }
 

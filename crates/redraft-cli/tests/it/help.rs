@@ -20,13 +20,10 @@ async fn run_help_lists_every_flag() {
           --system <TEXT|@FILE>         A system message: text or `@FILE`
           --context <JSON|@FILE>        A JSON object shown to the model and to evaluators: JSON text or
                                         `@FILE`
-          --config <FILE>               Read this config file instead of searching ./redraft.toml and
-                                        $XDG_CONFIG_HOME/redraft/ [env: REDRAFT_CONFIG=]
           --schema <FILE>               Check answers against this JSON Schema file (same as `--eval
                                         schema:FILE`)
           --eval <DIRECTIVE>            An evaluator directive; repeat for several (all must pass):
                                         `schema:PATH`, …
-      -v, --verbose...                  Log more to stderr (-v info, -vv debug). `RUST_LOG` works too
       -m, --model <PROVIDER/MODEL>      The proposer, as `provider/model` (`openai/gpt-4o-mini`,
                                         `mock/replies.jsonl`). By default, `default_model` from the
                                         config [env: REDRAFT_MODEL=]
@@ -55,5 +52,10 @@ async fn run_help_lists_every_flag() {
                                         always, never]
       -h, --help                        Print help
       -V, --version                     Print version
+
+    Global options:
+          --config <FILE>  Read this config file instead of searching ./redraft.toml and
+                           $XDG_CONFIG_HOME/redraft/ [env: REDRAFT_CONFIG=]
+      -v, --verbose...     Log more to stderr (-v info, -vv debug). `RUST_LOG` works too
     ");
 }
