@@ -29,6 +29,8 @@ pub enum Command {
     Extract(ExtractArgs),
     /// Check a JSON document against a JSON Schema and print every issue.
     Validate(ValidateArgs),
+    /// Agent mode: run an agent, then a verifier, in this directory until the verifier passes.
+    Until(UntilArgs),
     /// Decide the next step of an iteration: proceed, retry (with feedback) or escalate.
     Decide(DecideArgs),
 }
@@ -51,7 +53,8 @@ pub struct RunArgs {
     #[arg(long = "schema", value_name = "FILE")]
     pub schemas: Vec<PathBuf>,
 
-    /// An evaluator directive; repeat for several (all must pass): `schema:PATH`, …
+    /// An evaluator directive; repeat for several (all must pass): `schema:PATH`, `exec:CMD`
+    /// (`{artifact}` and `$ARTIFACT` name the artifact file)
     #[arg(long = "eval", value_name = "DIRECTIVE")]
     pub evals: Vec<String>,
 
@@ -78,13 +81,64 @@ pub struct RunArgs {
     /// A progress line per attempt on stderr. By default, only when stderr is a terminal.
     #[arg(long, value_enum, default_value_t = Progress::Auto, value_name = "WHEN")]
     pub progress: Progress,
+
+    /// Run `exec:` evaluators and command proposers in this sandbox: a `[sandboxes.NAME]` from
+    /// the config, or inline JSON such as '{"network": false, "cpu_seconds": 60}'.
+    #[arg(long, value_name = "NAME|JSON")]
+    pub sandbox: Option<String>,
+
+    /// An agent command that proposes instead of a model (`{prompt}` in its arguments is
+    /// replaced by the prompt, which is also on its stdin and in $REDRAFT_PROMPT_FILE).
+    #[arg(last = true, value_name = "AGENT")]
+    pub agent: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct UntilArgs {
+    /// The task for the agent: text, `@FILE`, or `-` for stdin. By default, "make the verifier pass".
+    #[arg(long, short = 'p', value_name = "TEXT|@FILE")]
+    pub prompt: Option<String>,
+
+    /// The verifier, run with `sh -c` after each iteration; exit 0 means done.
+    #[arg(long, value_name = "CMD", required = true)]
+    pub verify: String,
+
+    /// The task's name, used for `.redraft/iterations/<task>/`. By default, a slug of the
+    /// prompt and today's date.
+    #[arg(long, value_name = "ID")]
+    pub task: Option<String>,
+
+    /// Files the agent must not change (e.g. 'tests/**'); a change rejects the iteration and
+    /// is undone. Repeat for several.
+    #[arg(long, value_name = "GLOB")]
+    pub protect: Vec<String>,
+
+    /// Run the agent and the verifier in this sandbox: a `[sandboxes.NAME]` from the config,
+    /// or inline JSON.
+    #[arg(long, value_name = "NAME|JSON")]
+    pub sandbox: Option<String>,
+
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+
+    /// Print the whole result (SPEC 3 JSON) on stdout.
+    #[arg(long)]
+    pub json: bool,
+
+    /// A progress line per iteration on stderr. By default, only when stderr is a terminal.
+    #[arg(long, value_enum, default_value_t = Progress::Auto, value_name = "WHEN")]
+    pub progress: Progress,
+
+    /// The agent command and its arguments.
+    #[arg(last = true, value_name = "AGENT", required = true)]
+    pub agent: Vec<String>,
 }
 
 /// The policy flags shared by every command that runs a loop.
 #[derive(Debug, Args, Default)]
 pub struct PolicyArgs {
     /// Attempts at most. By default, 3.
-    #[arg(long, value_name = "N")]
+    #[arg(long, visible_alias = "max-iter", value_name = "N")]
     pub max_iterations: Option<u32>,
 
     /// Score at or above which an answer passes, in [0, 1]. By default, 1.0 (0.9 with a

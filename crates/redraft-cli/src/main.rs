@@ -9,6 +9,7 @@ mod args;
 mod commands;
 mod input;
 mod output;
+mod until;
 
 use std::process::ExitCode;
 
@@ -33,6 +34,7 @@ fn main() -> ExitCode {
             Command::Run(args) => commands::run::run(args, cli.config.as_deref()).await,
             Command::Extract(args) => commands::extract::run(args),
             Command::Validate(args) => commands::validate::run(args),
+            Command::Until(args) => until::run(args, cli.config.as_deref()).await,
             Command::Decide(args) => commands::decide::run(args, cli.config.as_deref()),
         }
     });

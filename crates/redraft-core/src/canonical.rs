@@ -42,8 +42,12 @@ fn write(value: &Value, out: &mut String) {
 
 /// Lowercase hex SHA-256 of `text`.
 pub fn sha256_hex(text: &str) -> String {
-    let digest = Sha256::digest(text.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    sha256_hex_bytes(text.as_bytes())
+}
+
+/// Lowercase hex SHA-256 of raw bytes.
+pub fn sha256_hex_bytes(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The SHA-256 that names an artifact: of its canonical JSON, or of the text itself when

@@ -5,6 +5,8 @@
 //! checked before the first attempt (a schema that does not compile, a file that does not
 //! exist) fails at construction, so a bad evaluator never costs a model call.
 
+pub mod exec;
 pub mod schema;
 
+pub use exec::ExecEvaluator;
 pub use schema::{SchemaError, SchemaEvaluator};

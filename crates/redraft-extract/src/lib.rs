@@ -3,7 +3,9 @@
 //! Routes, tried in order after `<think>…</think>` reasoning is removed: `bare` (the whole
 //! text is one JSON document), `fenced` (```` ```json ```` or bare ```` ``` ```` fences), `balanced`
 //! (the first balanced `{…}`/`[…]` in prose that parses), then `repaired` (a lenient parse that
-//! fixes common damage and records every repair it made).
+//! fixes common damage and records every repair it made). One exception to `balanced`: a value
+//! that opens the text and is followed only by more values, some of them damaged
+//! (`{"a": 1}[2, True]`), is read with them as one sequence.
 //!
 //! The key design decision: **strict parsing always comes first, so text that is valid JSON is
 //! never changed by a repair.** The lenient parser only runs when no strict route succeeded,
@@ -57,7 +59,8 @@ pub enum Repair {
     MissingComma,
     /// A colon between a key and its value was added.
     MissingColon,
-    /// A key had no value (`{"a": }`); `null` was used.
+    /// A key had no value (`{"a": }`, or the text ended after it: `{"a":`); `null` was used.
+    /// A key cut off part-way (`{"a": 1, "na`) is dropped instead.
     MissingValue,
     /// Single-quoted strings were read as strings.
     SingleQuotes,
@@ -102,6 +105,9 @@ pub enum Repair {
     MismatchedBracket,
     /// A stray word between members was dropped.
     StrayText,
+    /// A string holding only a ```` ```json ```` block whose quotes were not escaped was read
+    /// as the block's value (`{"a": "```json {"b": 1}```"}`).
+    FencedString,
     /// Backslash-escaped JSON (`{\"a\": 1}`) was unescaped.
     EscapedJson,
     /// No-break, zero-width or other Unicode spaces outside strings were treated as spaces.
@@ -214,7 +220,7 @@ fn search(text: &str, checked: bool) -> Result<Extraction, NoJson> {
     }
     let spans = scan::spans(text, &known_bad);
     if let Some((value, span)) = spans.found {
-        return Ok(found(value, Route::Balanced, span));
+        return Ok(damaged_sequence(text, &span).unwrap_or_else(|| found(value, Route::Balanced, span)));
     }
     // starting points for repair: fenced contents, the whole text, damaged spans
     let mut starts: Vec<(usize, usize, bool)> = Vec::new();
@@ -247,6 +253,28 @@ fn search(text: &str, checked: bool) -> Result<Extraction, NoJson> {
         }
     }
     Err(NoJson::NotFound)
+}
+
+/// A value at the start of the text followed only by more values, some of them damaged
+/// (`{"a": 1}[1, 2, True]`): the values combined, as [`Repair::MultipleValues`].
+fn damaged_sequence(text: &str, span: &Range<usize>) -> Option<Extraction> {
+    let b = text.as_bytes();
+    let at_start = text.get(..span.start).is_some_and(|before| before.trim().is_empty());
+    let next = b.get(lenient::skip_trivia(b, span.end, b.len()));
+    if !at_start || !matches!(next, Some(b'{' | b'[')) {
+        return None;
+    }
+    let parsed = lenient::parse(text, span.start).ok()?;
+    if !parsed.complete || !parsed.repairs.contains(&Repair::MultipleValues) {
+        return None;
+    }
+    let read = text.get(span.start..parsed.end).map_or(0, |s| s.trim_end().len());
+    Some(Extraction {
+        value: parsed.value,
+        route: Route::Repaired,
+        repairs: parsed.repairs,
+        span: span.start..span.start + read,
+    })
 }
 
 /// Whether a lenient parse is an answer rather than prose read as JSON.

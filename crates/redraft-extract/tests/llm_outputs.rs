@@ -136,6 +136,26 @@ fn truncated_at_max_tokens() {
 }
 
 #[test]
+fn truncated_after_a_key() {
+    insta::assert_snapshot!(show("{\"name\": \"Ada\", \"age\":"), @r#"
+    route: repaired
+    repairs: [truncated_tail, missing_value]
+    span: "{\"name\": \"Ada\", \"age\":"
+    value: {"name":"Ada","age":null}
+    "#);
+}
+
+#[test]
+fn fenced_json_inside_a_string() {
+    insta::assert_snapshot!(show("{\"answer\": \"```json {\"a\": [1, 2]}```\"}"), @r#"
+    route: repaired
+    repairs: [fenced_string]
+    span: "{\"answer\": \"```json {\"a\": [1, 2]}```\"}"
+    value: {"answer":{"a":[1,2]}}
+    "#);
+}
+
+#[test]
 fn truncated_inside_a_string() {
     insta::assert_snapshot!(show("Here you go:\n```json\n{\"summary\": \"The report covers three quart"), @r#"
     route: repaired

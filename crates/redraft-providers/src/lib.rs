@@ -7,8 +7,10 @@
 //! transport failures precisely (429 with its `Retry-After`, 5xx, timeouts, refused
 //! connections) so that the decision can be made.
 
+pub mod command;
 pub mod mock;
 pub mod openai;
 
+pub use command::{AgentCommand, CommandProvider};
 pub use mock::{MockProvider, MockReply, ScriptError};
 pub use openai::{OpenAiConfig, OpenAiProvider};

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use redraft_core::decide::DecideSettings;
 use redraft_core::{ChatProvider, Policy, Price, PromptStyle};
-use redraft_providers::{MockProvider, OpenAiConfig, OpenAiProvider, openai};
+use redraft_providers::{AgentCommand, CommandProvider, MockProvider, OpenAiConfig, OpenAiProvider, openai};
+use redraft_sandbox::Sandbox;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigError;
@@ -36,6 +37,8 @@ pub struct Config {
     pub models: BTreeMap<String, Price>,
     /// `redraft decide` and agent loops: `auto_retry_on_test_fail`, … (`[decide]`).
     pub decide: DecideSettings,
+    /// Named sandbox specs for `exec:` evaluators and command proposers (`[sandboxes.NAME]`).
+    pub sandboxes: BTreeMap<String, Sandbox>,
 }
 
 /// The provider types.
@@ -61,6 +64,12 @@ pub struct ProviderConfig {
     pub api_key_env: Option<String>,
     /// `mock` only: the script file (JSON Lines of replies).
     pub script: Option<PathBuf>,
+    /// `command` only: the agent, run with `sh -c`; `{prompt}` is replaced by the quoted prompt.
+    pub command: Option<String>,
+    /// `command` only: where the agent runs. By default, the current directory.
+    pub workdir: Option<PathBuf>,
+    /// `command` only: a sandbox name from `[sandboxes]`, or an inline JSON spec.
+    pub sandbox: Option<String>,
     /// One HTTP request's limit. By default, the policy's `attempt_timeout`.
     #[serde(default, with = "redraft_core::duration::serde_human::option")]
     pub request_timeout: Option<Duration>,
@@ -139,6 +148,23 @@ impl Config {
         }
     }
 
+    /// A sandbox spec: inline JSON (`{"network": false}`) or the name of a `[sandboxes.NAME]`.
+    pub fn sandbox(&self, spec: &str) -> Result<Sandbox, ConfigError> {
+        let spec = spec.trim();
+        if spec.starts_with('{') {
+            return serde_json::from_str(spec).map_err(|e| ConfigError::Invalid {
+                key: "sandbox".into(),
+                message: format!("the inline sandbox spec is invalid: {e}"),
+            });
+        }
+        self.sandboxes.get(spec).cloned().ok_or_else(|| ConfigError::Invalid {
+            key: "sandbox".into(),
+            message: format!(
+                "no sandbox is named `{spec}`; define `[sandboxes.{spec}]` in redraft.toml or pass an inline JSON spec such as '{{\"network\": false}}'"
+            ),
+        })
+    }
+
     /// Build the proposer for `provider/model`, with its price when the config has one.
     pub fn model(&self, name: &str) -> Result<Model, ConfigError> {
         let (prefix, model) = name.split_once('/').ok_or_else(|| ConfigError::BareModel { name: name.to_owned() })?;
@@ -186,7 +212,27 @@ impl Config {
                 let script = named.and_then(|p| p.script.clone()).unwrap_or_else(|| PathBuf::from(model));
                 Arc::new(MockProvider::from_file(name, &script)?)
             }
-            ProviderType::Anthropic | ProviderType::Ollama | ProviderType::Command => {
+            ProviderType::Command => {
+                let p = named.ok_or_else(|| ConfigError::Invalid {
+                    key: format!("providers.{prefix}"),
+                    message: format!("`command/{model}` needs a `[providers.{prefix}]` table with `type = \"command\"` and a `command`; or pass the agent after `--`"),
+                })?;
+                let command = p.command.clone().ok_or_else(|| ConfigError::Invalid {
+                    key: format!("providers.{prefix}.command"),
+                    message: "a command provider needs `command = \"…\"` (run with `sh -c`; `{prompt}` is replaced by the quoted prompt)".into(),
+                })?;
+                let sandbox = p.sandbox.as_deref().map(|s| self.sandbox(s)).transpose()?;
+                Arc::new(
+                    CommandProvider::new(
+                        name,
+                        AgentCommand::Shell(command),
+                        p.workdir.clone().unwrap_or_else(|| PathBuf::from(".")),
+                    )
+                    .timeout(timeout)
+                    .sandbox(sandbox),
+                )
+            }
+            ProviderType::Anthropic | ProviderType::Ollama => {
                 return Err(ConfigError::ProviderUnavailable { provider: prefix.to_owned() });
             }
         };
@@ -243,6 +289,8 @@ api_key_env = "OLLAMA_API_KEY"
         let err = c.model("nope/x").err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("`nope`") && err.contains("openai"), "{err}");
         assert!(matches!(c.model("anthropic/claude"), Err(ConfigError::ProviderUnavailable { .. })));
+        let err = c.model("command/claude").err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("[providers.command]"), "{err}");
     }
 
     #[test]

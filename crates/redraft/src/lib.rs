@@ -90,4 +90,5 @@ pub use redraft_core::{
 };
 pub use redraft_eval as eval;
 pub use redraft_providers as providers;
+pub use redraft_sandbox as sandbox;
 pub use tokio_util::sync::CancellationToken;

@@ -26,7 +26,7 @@ pub struct Runner {
     /// Every setting of a run; each run copies it and sets its task.
     template: Plan,
     retry: RetryPolicy,
-    observer: Option<Arc<dyn RunObserver>>,
+    observers: Vec<Arc<dyn RunObserver>>,
     artifact_source: Option<Arc<dyn ArtifactSource>>,
 }
 
@@ -39,7 +39,7 @@ pub struct RunnerBuilder {
     schema: Option<Result<Value, ConfigError>>,
     template: Plan,
     retry: RetryPolicy,
-    observer: Option<Arc<dyn RunObserver>>,
+    observers: Vec<Arc<dyn RunObserver>>,
     artifact_source: Option<Arc<dyn ArtifactSource>>,
 }
 
@@ -51,7 +51,7 @@ impl Default for RunnerBuilder {
             schema: None,
             template: Plan::new(Task::default(), ""),
             retry: RetryPolicy::default(),
-            observer: None,
+            observers: Vec::new(),
             artifact_source: None,
         }
     }
@@ -188,9 +188,9 @@ impl RunnerBuilder {
         self
     }
 
-    /// Be told about every attempt as it happens.
+    /// Be told about every attempt as it happens (several observers are told in order).
     pub fn observer(mut self, observer: Arc<dyn RunObserver>) -> Self {
-        self.observer = Some(observer);
+        self.observers.push(observer);
         self
     }
 
@@ -217,7 +217,7 @@ impl RunnerBuilder {
             evaluators: self.evaluators,
             template: self.template,
             retry: self.retry,
-            observer: self.observer,
+            observers: self.observers,
             artifact_source: self.artifact_source,
         };
         // Check the plan (policy, templates, budget vs price) once now.
@@ -282,7 +282,7 @@ impl Runner {
                 Next::Halt(_) => break,
                 Next::Attempt { iteration, request } => (iteration, request),
             };
-            if let Some(o) = &self.observer {
+            for o in &self.observers {
                 o.attempt_started(&run_id, iteration).await;
             }
             let t0 = Instant::now();
@@ -318,14 +318,14 @@ impl Runner {
                     issues = record.issues.len(),
                     "attempt finished"
                 );
-                if let Some(o) = &self.observer {
+                for o in &self.observers {
                     o.attempt_finished(&run_id, record).await;
                 }
             }
         }
         let result = engine.finish(&run_id, start.elapsed());
         info!(status = ?result.status, halted_because = %result.halted_because, iterations = result.iterations, "run finished");
-        if let Some(o) = &self.observer {
+        for o in &self.observers {
             o.run_finished(&result).await;
         }
         Ok(Finished { result, provider_error })

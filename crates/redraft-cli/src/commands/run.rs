@@ -5,8 +5,11 @@ use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
 use redraft::config::Config;
+use redraft::core::Strategy;
 use redraft::core::{Directive, duration};
-use redraft::{CancellationToken, ConfigError, Mode, PromptStyle, Runner, Task};
+use redraft::eval::ExecEvaluator;
+use redraft::providers::{AgentCommand, CommandProvider};
+use redraft::{CancellationToken, ConfigError, Mode, Model, PromptStyle, Runner, Task};
 use serde_json::Value;
 
 use super::Outcome;
@@ -28,9 +31,21 @@ pub async fn run(args: RunArgs, config_path: Option<&std::path::Path>) -> Result
         return Err(anyhow!("the prompt is empty\nhint: pass `--prompt TEXT` or `--prompt @FILE`"));
     }
 
-    let model = config.model(&config.model_name(args.model.as_deref())?)?;
+    let sandbox = args.sandbox.as_deref().map(|s| config.sandbox(s)).transpose()?;
+    let cwd = std::env::current_dir().map_err(|e| anyhow!("cannot read the current directory: {e}"))?;
+    let model = if args.agent.is_empty() {
+        config.model(&config.model_name(args.model.as_deref())?)?
+    } else {
+        let name = format!("command/{}", args.agent.first().map(String::as_str).unwrap_or("agent"));
+        let agent = CommandProvider::new(name, AgentCommand::Argv(args.agent.clone()), &cwd)
+            .timeout(config.policy.attempt_timeout)
+            .sandbox(sandbox.clone());
+        Model::new(agent)
+    };
+    let is_command = model.name().starts_with("command/");
     let mut builder = Runner::builder()
         .model(&model)
+        .strategy(if is_command { Strategy::Fresh } else { Strategy::Conversation })
         .policy(config.policy.clone())
         .mode(if args.text { Mode::Text } else { Mode::Structured })
         .prompt_style(match args.prompt_style {
@@ -49,14 +64,25 @@ pub async fn run(args: RunArgs, config_path: Option<&std::path::Path>) -> Result
         builder = builder.feedback_max_chars(n);
     }
     let mut schemas = args.schemas.clone();
+    let mut execs = Vec::new();
     for text in &args.evals {
         match text.parse::<Directive>()? {
             Directive::Schema(path) => schemas.push(path.into()),
+            Directive::Exec(command) => {
+                let mut exec = ExecEvaluator::new(command, &cwd).timeout(config.policy.attempt_timeout);
+                if let Some(s) = &sandbox {
+                    exec = exec.sandbox(s.clone());
+                }
+                execs.push(exec);
+            }
             other => return Err(ConfigError::EvaluatorUnavailable { directive: format!("{}:", other.word()) }.into()),
         }
     }
     for path in &schemas {
         builder = builder.evaluator(Arc::new(redraft::eval::SchemaEvaluator::from_file(path)?));
+    }
+    for exec in execs {
+        builder = builder.evaluator(Arc::new(exec));
     }
     let show_progress = match args.progress {
         Progress::Always => true,
@@ -98,7 +124,7 @@ pub async fn run(args: RunArgs, config_path: Option<&std::path::Path>) -> Result
     }
 }
 
-fn apply_policy_flags(config: &mut Config, flags: &PolicyArgs) -> Result<()> {
+pub(crate) fn apply_policy_flags(config: &mut Config, flags: &PolicyArgs) -> Result<()> {
     let p = &mut config.policy;
     if let Some(n) = flags.max_iterations {
         p.max_iterations = n;

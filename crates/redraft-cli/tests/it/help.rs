@@ -10,10 +10,14 @@ async fn run_help_lists_every_flag() {
     })
     .await;
     assert_eq!(out.code, 0);
-    insta::assert_snapshot!(out.stdout, @"
+    insta::assert_snapshot!(out.stdout, @r#"
     Ask a model, check the answer, feed back the problems, until it passes or a limit is hit
 
-    Usage: redraft run [OPTIONS] --prompt <TEXT|@FILE>
+    Usage: redraft run [OPTIONS] --prompt <TEXT|@FILE> [-- <AGENT>...]
+
+    Arguments:
+      [AGENT]...  An agent command that proposes instead of a model (`{prompt}` in its arguments is
+                  replaced by the prompt, which is also on its stdin and in $REDRAFT_PROMPT_FILE)
 
     Options:
       -p, --prompt <TEXT|@FILE>         The task: text, `@FILE` to read a file, or `-` for stdin
@@ -23,14 +27,15 @@ async fn run_help_lists_every_flag() {
           --schema <FILE>               Check answers against this JSON Schema file (same as `--eval
                                         schema:FILE`)
           --eval <DIRECTIVE>            An evaluator directive; repeat for several (all must pass):
-                                        `schema:PATH`, …
+                                        `schema:PATH`, `exec:CMD` (`{artifact}` and `$ARTIFACT` name the
+                                        artifact file)
       -m, --model <PROVIDER/MODEL>      The proposer, as `provider/model` (`openai/gpt-4o-mini`,
                                         `mock/replies.jsonl`). By default, `default_model` from the
                                         config [env: REDRAFT_MODEL=]
           --text                        Evaluate the raw text instead of extracting JSON from it
           --prompt-style <STYLE>        How the expected shape is shown to the model. By default, both
                                         [possible values: schema, example, both]
-          --max-iterations <N>          Attempts at most. By default, 3
+          --max-iterations <N>          Attempts at most. By default, 3 [alias: --max-iter]
           --threshold <X>               Score at or above which an answer passes, in [0, 1]. By default,
                                         1.0 (0.9 with a scoring evaluator)
           --patience <N>                Halt after N attempts in a row that do not improve the best
@@ -50,6 +55,9 @@ async fn run_help_lists_every_flag() {
           --progress <WHEN>             A progress line per attempt on stderr. By default, only when
                                         stderr is a terminal [default: auto] [possible values: auto,
                                         always, never]
+          --sandbox <NAME|JSON>         Run `exec:` evaluators and command proposers in this sandbox: a
+                                        `[sandboxes.NAME]` from the config, or inline JSON such as
+                                        '{"network": false, "cpu_seconds": 60}'
       -h, --help                        Print help
       -V, --version                     Print version
 
@@ -57,5 +65,63 @@ async fn run_help_lists_every_flag() {
           --config <FILE>  Read this config file instead of searching ./redraft.toml and
                            $XDG_CONFIG_HOME/redraft/ [env: REDRAFT_CONFIG=]
       -v, --verbose...     Log more to stderr (-v info, -vv debug). `RUST_LOG` works too
-    ");
+    "#);
+}
+
+#[tokio::test]
+async fn until_help_lists_every_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = output({
+        let mut c = redraft(dir.path());
+        c.args(["until", "--help"]).env("COLUMNS", "100");
+        c
+    })
+    .await;
+    assert_eq!(out.code, 0);
+    insta::assert_snapshot!(out.stdout, @r#"
+    Agent mode: run an agent, then a verifier, in this directory until the verifier passes
+
+    Usage: redraft until [OPTIONS] --verify <CMD> -- <AGENT>...
+
+    Arguments:
+      <AGENT>...  The agent command and its arguments
+
+    Options:
+      -p, --prompt <TEXT|@FILE>         The task for the agent: text, `@FILE`, or `-` for stdin. By
+                                        default, "make the verifier pass"
+          --verify <CMD>                The verifier, run with `sh -c` after each iteration; exit 0
+                                        means done
+          --task <ID>                   The task's name, used for `.redraft/iterations/<task>/`. By
+                                        default, a slug of the prompt and today's date
+          --protect <GLOB>              Files the agent must not change (e.g. 'tests/**'); a change
+                                        rejects the iteration and is undone. Repeat for several
+          --sandbox <NAME|JSON>         Run the agent and the verifier in this sandbox: a
+                                        `[sandboxes.NAME]` from the config, or inline JSON
+          --max-iterations <N>          Attempts at most. By default, 3 [alias: --max-iter]
+          --threshold <X>               Score at or above which an answer passes, in [0, 1]. By default,
+                                        1.0 (0.9 with a scoring evaluator)
+          --patience <N>                Halt after N attempts in a row that do not improve the best
+                                        score. By default, off
+          --max-budget <USD>            Halt before an attempt that would take spending past this many
+                                        USD. Needs the model's price in the config. By default, off
+          --max-wall-time <DURATION>    Halt after this long, cancelling the attempt in flight (`90s`,
+                                        `5m`). By default, off
+          --attempt-timeout <DURATION>  An attempt taking longer counts as an error (`timeout`). By
+                                        default, 120s
+          --repeat-limit <N>            Halt with `stagnation` when the same answer is given N times (0
+                                        = off). By default, 2
+          --temperature <T>             Sampling temperature. By default, the provider's
+          --max-tokens <N>              Output token limit per attempt. By default, the provider's
+          --json                        Print the whole result (SPEC 3 JSON) on stdout
+          --progress <WHEN>             A progress line per iteration on stderr. By default, only when
+                                        stderr is a terminal [default: auto] [possible values: auto,
+                                        always, never]
+      -h, --help                        Print help
+      -V, --version                     Print version
+
+    Global options:
+          --config <FILE>  Read this config file instead of searching ./redraft.toml and
+                           $XDG_CONFIG_HOME/redraft/ [env: REDRAFT_CONFIG=]
+      -v, --verbose...     Log more to stderr (-v info, -vv debug). `RUST_LOG` works too
+    "#);
 }

@@ -4,9 +4,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_debug_implementations)] // test code
 
 mod decide;
+mod exec;
 mod extract_validate;
 mod help;
 mod run;
+mod until;
 
 use std::path::{Path, PathBuf};
 

@@ -138,7 +138,10 @@ impl Parser<'_> {
                     }
                     // `{"a": one, two, three}` keeps going; `{a: one, b: two}` stops
                     let (n, next) = self.next_significant(i + 1);
-                    let prose = next.is_some_and(|c| c.is_ascii_alphabetic()) && !member_at(b, n, self.end);
+                    // … unless the words run up to a quoted key: `{"a": x y, stray words "b": 1}`
+                    let prose = next.is_some_and(|c| c.is_ascii_alphabetic())
+                        && !member_at(b, n, self.end)
+                        && self.words_then_key(n).is_none();
                     if !prose {
                         break;
                     }
@@ -199,6 +202,23 @@ impl Parser<'_> {
             }
         }
         false
+    }
+
+    /// Where a quoted key (`"b":`) starts after words on the same line from `i`, with no
+    /// structure between: the words are stray text before the next member.
+    pub(super) fn words_then_key(&self, i: usize) -> Option<usize> {
+        let limit = self.end.min(i + 256);
+        let mut j = i;
+        while j < limit {
+            if quote_at(self.b, j).is_some() {
+                return lex::quoted_key_at(self.b, j, self.end).then_some(j);
+            }
+            match self.b.get(j) {
+                Some(b'\n' | b'{' | b'}' | b'[' | b']' | b',' | b':') | None => return None,
+                Some(_) => j += 1,
+            }
+        }
+        None
     }
 
     /// A JavaScript regular expression literal `/…/flags`, kept as a string.

@@ -8,7 +8,8 @@ use super::{Ctx, Parser};
 
 impl Parser<'_> {
     /// Whether a closing quote ending at `after` really ends the string. What follows must be
-    /// the end, a line break, a delimiter, a digit or another quote. A closing bracket counts
+    /// the end, a line break (in a code snippet, one before more structure), a delimiter, a
+    /// digit or another quote that can open a string. A closing bracket counts
     /// only if the string did not open it itself (`"the list [1, 2"] more"`) or the document
     /// plainly goes on after it. While the string holds an unclosed `{`/`[` (a snippet of
     /// JSON quoted without escapes), a colon does not end it and a comma only before more
@@ -16,7 +17,8 @@ impl Parser<'_> {
     pub(super) fn end_trusted(&self, after: usize, ctx: Ctx, opens: Opens) -> bool {
         let (n, next) = self.next_significant(after);
         if self.b.get(after..n).is_some_and(|gap| gap.contains(&b'\n')) {
-            return true;
+            // in a code snippet, a quote ending a line is text unless structure follows
+            return !opens.code || matches!(next, None | Some(b'}' | b']' | b',')) || member_at(self.b, n, self.end);
         }
         let Some(c) = next else {
             return true;
@@ -27,8 +29,45 @@ impl Parser<'_> {
             b']' | b'}' => opens.open_for(c) == 0 || self.continues_after(n + 1, ctx, opens),
             b',' if ctx == Ctx::Value || snippet => self.comma_continues(n + 1, ctx, opens),
             _ if snippet => false,
-            _ => lex::is_delim(c) || c.is_ascii_digit() || quote_at(self.b, n).is_some(),
+            _ if quote_at(self.b, n).is_some() => !self.closing_quote_at(n),
+            _ => lex::is_delim(c) || c.is_ascii_digit(),
         }
+    }
+
+    /// Whether the quote at `i` can only close a string: a delimiter follows it directly, as in
+    /// `"a "b" c" ", "d"` (the quote before `,` ends the text the first one began).
+    fn closing_quote_at(&self, i: usize) -> bool {
+        let Some((_, len)) = quote_at(self.b, i) else {
+            return false;
+        };
+        let (_, next) = self.next_significant(i + len);
+        matches!(next, Some(b',' | b']' | b'}'))
+    }
+
+    /// Whether the rest of the line from `i` is blank and the next line holds only a quote
+    /// closing `open`, followed by `,`, `}` or `]` (or nothing more): `"a": "text\n"\n",`.
+    pub(super) fn lone_quote_line(&self, i: usize, open: Quote) -> bool {
+        let mut j = i;
+        while self.peek_at(j).is_some_and(|c| matches!(c, b' ' | b'\t' | b'\r')) {
+            j += 1;
+        }
+        if self.peek_at(j) != Some(b'\n') {
+            return false;
+        }
+        while self.peek_at(j).is_some_and(lex::is_ws) {
+            j += 1;
+        }
+        let Some((q, len)) = quote_at(self.b, j) else {
+            return false;
+        };
+        if !open.closed_by(q) {
+            return false;
+        }
+        j += len;
+        while self.peek_at(j).is_some_and(|c| matches!(c, b' ' | b'\t' | b'\r')) {
+            j += 1;
+        }
+        matches!(self.peek_at(j), None | Some(b',' | b'}' | b']'))
     }
 
     /// Whether, after a space, `i` starts an array item that lost its opening quote:
@@ -72,7 +111,7 @@ impl Parser<'_> {
             Some(_) if quote_at(self.b, m).is_some() || member_at(self.b, m, self.end) => true,
             // a JSON literal is a value of whatever container encloses the string
             Some(c) if c.is_ascii_alphabetic() && ctx == Ctx::Value && !self.literal_at(m) => {
-                !self.string_tail_at(m, opens.quote)
+                !self.string_tail_at(m, opens)
             }
             Some(_) => true,
         }
@@ -86,14 +125,17 @@ impl Parser<'_> {
         })
     }
 
-    /// Whether the text from `i` reaches, on the same line, a quote that looks like the end of
-    /// a string: followed by the end, a closer, or a comma and another member.
-    fn string_tail_at(&self, i: usize, open: Quote) -> bool {
+    /// Whether the text from `i` reaches, on the same line (or further, in a code snippet), a
+    /// quote that looks like the end of a string: followed by the end, a closer, or a comma and
+    /// another member.
+    fn string_tail_at(&self, i: usize, opens: Opens) -> bool {
+        let open = opens.quote;
         let limit = self.end.min(i + 256);
         let mut j = i;
         while j < limit {
             match self.b.get(j) {
-                Some(b'\n') | None => return false,
+                Some(b'\n') if !opens.code => return false,
+                None => return false,
                 Some(_) => {
                     if let Some((q, len)) = quote_at(self.b, j)
                         && open.closed_by(q)

@@ -76,8 +76,10 @@ pub(super) fn is_ident(c: u8) -> bool {
 /// What kind of comment starts at `i`, if any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Comment {
-    /// `// …` or `# …` up to the end of the line.
+    /// `// …` up to the end of the line.
     Line,
+    /// `# …` up to the end of the line or a closing `}` or `]` (`{"a": 1 # note }`).
+    Hash,
     /// `/* … */`.
     Block,
 }
@@ -88,7 +90,7 @@ pub(super) fn comment_at(b: &[u8], i: usize) -> Option<Comment> {
     match (b.get(i)?, b.get(i + 1)) {
         (b'/', Some(b'/')) => Some(Comment::Line),
         (b'/', Some(b'*')) => Some(Comment::Block),
-        (b'#', None | Some(b' ' | b'\t' | b'#' | b'\n' | b'\r')) => Some(Comment::Line),
+        (b'#', None | Some(b' ' | b'\t' | b'#' | b'\n' | b'\r')) => Some(Comment::Hash),
         _ => None,
     }
 }
@@ -98,6 +100,7 @@ pub(super) fn comment_end(b: &[u8], i: usize, end: usize, kind: Comment) -> usiz
     let body = b.get(i..end).unwrap_or_default();
     match kind {
         Comment::Line => body.iter().position(|&c| c == b'\n').map_or(end, |n| i + n),
+        Comment::Hash => body.iter().position(|&c| matches!(c, b'\n' | b'}' | b']')).map_or(end, |n| i + n),
         Comment::Block => {
             body.get(2..).and_then(|rest| rest.windows(2).position(|w| w == b"*/")).map_or(end, |n| i + 2 + n + 2)
         }
@@ -244,7 +247,8 @@ mod tests {
         let b = "\u{a0}\u{2003}\u{feff}x".as_bytes();
         assert_eq!(skip_trivia(b, 0, b.len()), b.len() - 1);
         assert_eq!(comment_at(b"#fff", 0), None);
-        assert_eq!(comment_at(b"# x", 0), Some(Comment::Line));
+        assert_eq!(comment_at(b"# x", 0), Some(Comment::Hash));
+        assert_eq!(comment_end(b"# x } y", 0, 7, Comment::Hash), 4);
         assert_eq!(comment_end(b"/* open", 0, 7, Comment::Block), 7);
     }
 }

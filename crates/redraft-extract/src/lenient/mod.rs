@@ -5,7 +5,8 @@
 //! most once, and a global budget caps re-reading, so the parser stays linear in the input.
 //! Given valid JSON it returns exactly what `serde_json` returns and records no repair: numbers
 //! are converted by `serde_json` itself, and every repair path starts from a byte that valid
-//! JSON cannot contain at that point.
+//! JSON cannot contain at that point. As a backstop, a document `serde_json` accepts whole is
+//! returned as `serde_json` reads it, before any heuristic runs.
 
 mod array;
 mod bare;
@@ -62,6 +63,9 @@ enum Ctx {
 /// Parse one JSON document leniently from `src[start..]`; text after the value is ignored.
 pub(crate) fn parse(src: &str, start: usize) -> Result<Parsed, Fail> {
     let b = src.as_bytes();
+    if let Some(parsed) = strict(src, start) {
+        return Ok(parsed);
+    }
     let s = skip_trivia(b, start, b.len());
     if escaped_document(b, s) {
         let inner = unescape(src.get(s..).unwrap_or_default());
@@ -72,6 +76,15 @@ pub(crate) fn parse(src: &str, start: usize) -> Result<Parsed, Fail> {
         return Ok(parsed);
     }
     parse_plain(src, start)
+}
+
+/// `src[start..]` read by `serde_json`, when it is one valid JSON document: no heuristic can
+/// change valid JSON, whatever it holds.
+fn strict(src: &str, start: usize) -> Option<Parsed> {
+    let text = src.get(start..)?;
+    let value: Value = serde_json::from_str(text).ok()?;
+    let end = start + text.trim_end().len();
+    Some(Parsed { value, repairs: Vec::new(), end, complete: true, evidence: 1, bare_words: false })
 }
 
 /// Whether the document is backslash-escaped JSON such as `{\"key\": \"value\"}`.
@@ -121,16 +134,20 @@ fn parse_plain(src: &str, start: usize) -> Result<Parsed, Fail> {
 
 /// Combine several top-level values into one: empty `{}`/`[]` placeholders beside real
 /// values are dropped, a single survivor stands alone, otherwise they become an array.
+/// When all are empty, those of another kind than the first are dropped (`[]{}` is `[]`,
+/// `{}\n{}` is `[{}, {}]`).
 pub(crate) fn combine(items: Vec<Value>) -> Value {
     let empty = |v: &Value| match v {
         Value::Array(a) => a.is_empty(),
         Value::Object(o) => o.is_empty(),
         _ => false,
     };
-    if items.iter().all(empty) {
-        return Value::Array(items);
-    }
-    let mut kept: Vec<Value> = items.into_iter().filter(|v| !empty(v)).collect();
+    let mut kept: Vec<Value> = if items.iter().all(empty) {
+        let first_is_array = items.first().is_some_and(Value::is_array);
+        items.into_iter().filter(|v| v.is_array() == first_is_array).collect()
+    } else {
+        items.into_iter().filter(|v| !empty(v)).collect()
+    };
     if kept.len() == 1
         && let Some(only) = kept.pop()
     {
@@ -153,6 +170,8 @@ struct Parser<'a> {
     evidence: usize,
     /// Bytes that may still be re-read when a string is parsed a second time.
     reread_budget: usize,
+    /// Whether the last quoted string read was cut off by the end of the text.
+    string_cut: bool,
 }
 
 impl<'a> Parser<'a> {
@@ -167,6 +186,7 @@ impl<'a> Parser<'a> {
             repairs: Vec::new(),
             evidence: 0,
             reread_budget: 2 * src.len() + 4096,
+            string_cut: false,
         }
     }
 

@@ -49,13 +49,14 @@ impl Parser<'_> {
                     continue;
                 }
                 b'[' => {
-                    // `"a": ["x"], ["y"]`: a second array continuing the previous member's
+                    // `"a": ["x"], ["y"]`: a second array continuing the previous member's, or
+                    // more rows of a table whose `]` came too early
                     if let Some(key) = &last_key
                         && map.get(key).is_some_and(Value::is_array)
                         && let Value::Array(more) = self.array()?
                         && let Some(Value::Array(prev)) = map.get_mut(key)
                     {
-                        prev.extend(more);
+                        continue_rows(prev, more);
                         self.note(Repair::MismatchedBracket);
                         comma = false;
                         continue;
@@ -96,8 +97,13 @@ impl Parser<'_> {
                     self.evidence += 1;
                 }
                 None => {
-                    // a dangling key at the end of the text is dropped
+                    // the text ended after a key: a complete key gets `null`, a key cut off
+                    // part-way (`{"id": 2, "na`) is dropped
                     self.note(Repair::TruncatedTail);
+                    if quoted && !self.string_cut {
+                        self.note(Repair::MissingValue);
+                        map.insert(key, Value::Null);
+                    }
                     break;
                 }
                 Some(b',') if quoted && first => return self.set_literal(key),
@@ -108,6 +114,13 @@ impl Parser<'_> {
                 }
                 Some(b'}' | b']' | b')' | b',') => return Err(self.fail("a value for the key")),
                 Some(c) => {
+                    if !quoted && let Some(next_key) = self.words_then_key(self.pos) {
+                        // stray words before the next member: `{"a": 1, more words "b": 2}`
+                        self.note(Repair::StrayText);
+                        self.pos = next_key;
+                        comma = true;
+                        continue;
+                    }
                     if !quoted && member_at(self.b, self.pos, self.end) {
                         // a stray word before the next member: `{"a": 1, COMMENT "b": 2}`
                         self.note(Repair::StrayText);
@@ -128,7 +141,10 @@ impl Parser<'_> {
             self.skip_ws();
             let value = match self.peek() {
                 None => {
+                    // `{"a":` cut off before the value
                     self.note(Repair::TruncatedTail);
+                    self.note(Repair::MissingValue);
+                    map.insert(key, Value::Null);
                     break;
                 }
                 Some(b',' | b'}') => {
@@ -216,5 +232,38 @@ impl Parser<'_> {
         self.note(Repair::StrayText);
         self.pos += 1;
         true
+    }
+}
+
+/// Add the items of `more`, an array found where a key belongs, to `prev`, the array before
+/// it. In a table of rows of one length, bare items at the end of `prev` are rows that lost
+/// their brackets (`[["a", "b"], "c", "d"], ["e", "f"]`) and are grouped again.
+fn continue_rows(prev: &mut Vec<Value>, more: Vec<Value>) {
+    let mut lengths = prev.iter().filter_map(Value::as_array).map(Vec::len);
+    let row_len = lengths.next().filter(|&n| n > 0 && lengths.all(|m| m == n));
+    let Some(row_len) = row_len else {
+        match <[Value; 1]>::try_from(more) {
+            Ok([Value::Array(inner)]) => prev.extend(inner),
+            Ok([other]) => prev.push(other),
+            Err(more) => prev.extend(more),
+        }
+        return;
+    };
+    let bare = prev.iter().rev().take_while(|v| !v.is_array()).count();
+    if bare > 0 && bare % row_len == 0 {
+        let tail = prev.split_off(prev.len() - bare);
+        let mut tail = tail.into_iter();
+        loop {
+            let row: Vec<Value> = tail.by_ref().take(row_len).collect();
+            if row.is_empty() {
+                break;
+            }
+            prev.push(Value::Array(row));
+        }
+    }
+    if more.iter().all(Value::is_array) {
+        prev.extend(more);
+    } else {
+        prev.push(Value::Array(more));
     }
 }

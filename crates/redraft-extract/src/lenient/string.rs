@@ -29,6 +29,8 @@ enum Stop {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Opens {
     pub(super) quote: Quote,
+    /// Whether the text holds a code fence (```` ``` ````): a snippet whose quotes are text.
+    pub(super) code: bool,
     paren: usize,
     square: usize,
     curly: usize,
@@ -36,7 +38,7 @@ pub(super) struct Opens {
 
 impl Opens {
     fn new(quote: Quote) -> Self {
-        Opens { quote, paren: 0, square: 0, curly: 0 }
+        Opens { quote, code: false, paren: 0, square: 0, curly: 0 }
     }
 
     fn track(&mut self, c: u8) {
@@ -75,6 +77,12 @@ enum Scan {
 impl Parser<'_> {
     /// A quoted string, joined with any `+ "…"` concatenated after it.
     pub(super) fn string_value(&mut self, ctx: Ctx) -> Result<Value, Fail> {
+        if ctx == Ctx::Value
+            && let Some(value) = self.fenced_value()
+        {
+            self.evidence += 1;
+            return Ok(value);
+        }
         let mut text = self.quoted(ctx)?;
         self.evidence += 1;
         loop {
@@ -97,10 +105,39 @@ impl Parser<'_> {
         Ok(Value::String(text))
     }
 
+    /// A string that holds only a fenced JSON block whose quotes were not escaped,
+    /// `"```json {"a": 1}```"`: the block's value. The block must be valid JSON with a quote in
+    /// it (so the string could not have been read as text) and the end quote must follow the
+    /// closing fence.
+    fn fenced_value(&mut self) -> Option<Value> {
+        const OPEN: &[u8] = b"```json";
+        let (quote, qlen) = quote_at(self.b, self.pos)?;
+        let from = self.pos + qlen + OPEN.len();
+        if self.b.get(self.pos + qlen..from) != Some(OPEN) {
+            return None;
+        }
+        let rest = self.b.get(from..self.end)?;
+        let close = from + rest.windows(3).position(|w| w == b"```")?;
+        let content = self.src.get(from..close)?;
+        if !content.contains('"') {
+            return None;
+        }
+        let value: Value = serde_json::from_str(content).ok()?;
+        let (at, _) = self.next_significant(close + 3);
+        let (end_quote, len) = quote_at(self.b, at)?;
+        if !quote.closed_by(end_quote) || !self.end_trusted(at + len, Ctx::Value, Opens::new(quote)) {
+            return None;
+        }
+        self.note(Repair::FencedString);
+        self.pos = at + len;
+        Some(value)
+    }
+
     /// A quoted string starting at the current position.
     pub(super) fn quoted(&mut self, ctx: Ctx) -> Result<String, Fail> {
         let start = self.pos;
         let mark = self.repairs.len();
+        self.string_cut = false;
         let first = if self.reread_budget == 0 { Stop::Delim } else { Stop::Quote };
         match self.scan(start, ctx, first)? {
             Scan::Done(text) => Ok(text),
@@ -150,8 +187,22 @@ impl Parser<'_> {
         let mut opens = Opens::new(open);
         // quotes judged to sit inside the text
         let mut inner = 0usize;
+        // where the last of them was: lengths of `out` and of the repairs before it, and the
+        // offset after it
+        let mut last_inner = (0usize, 0usize, 0usize);
         loop {
             if i >= self.end {
+                if stop == Stop::Quote && ctx == Ctx::Value && inner % 2 == 1 {
+                    // `"a": "x" tail` at the end of the text: the unpaired quote was the end
+                    // quote, and what follows it is stray text
+                    let (out_len, repairs_len, after) = last_inner;
+                    out.truncate(out_len);
+                    finish(&mut out, raw_from.min(out_len));
+                    self.repairs.truncate(repairs_len);
+                    self.note(Repair::StrayText);
+                    self.pos = after;
+                    return Ok(Scan::Done(out));
+                }
                 self.push_seg(&mut out, seg, self.end);
                 let lost_end =
                     lex::prev_significant(b, self.end).is_some_and(|(j, c)| j >= start + qlen && lex::is_delim(c));
@@ -163,6 +214,7 @@ impl Parser<'_> {
                 }
                 trim_end(&mut out);
                 self.note(Repair::TruncatedTail);
+                self.string_cut = true;
                 self.pos = self.end;
                 return Ok(Scan::Done(out));
             }
@@ -220,6 +272,17 @@ impl Parser<'_> {
                         return Ok(Scan::Done(out));
                     }
                 }
+                if ctx == Ctx::Value && opens.code && self.lone_quote_line(after, open) {
+                    // a code snippet ending in a quote: `"```{}```\n"\n",`, where the end quote
+                    // stands alone on the next line
+                    inner += 1;
+                    last_inner = (out.len(), self.repairs.len(), after);
+                    self.note(Repair::UnescapedQuote);
+                    self.push_seg(&mut out, i, after);
+                    i = after;
+                    seg = i;
+                    continue;
+                }
                 let key_gap = ctx == Ctx::Key && self.next_significant(after).0 > after;
                 let next_item = ctx == Ctx::Array && inner == 0 && self.unopened_item_at(after);
                 if key_gap || next_item || self.end_trusted(after, ctx, opens) {
@@ -239,13 +302,17 @@ impl Parser<'_> {
                             return Ok(Scan::Retry(Stop::At(comma), i - start));
                         }
                     }
-                    // inside a `{…}` or `[…]` the string holds itself, delimiters are its text
-                    Some((_, p)) if lex::is_delim(p) && !opens.unclosed() => {
+                    // inside a `{…}` or `[…]` the string holds itself, delimiters are its text;
+                    // so is a code snippet, and a `}` in an object value (`"x} "y" z}`)
+                    Some((_, p))
+                        if lex::is_delim(p) && !opens.unclosed() && !opens.code && (p != b'}' || ctx != Ctx::Value) =>
+                    {
                         return Ok(Scan::Retry(Stop::Delim, i - start));
                     }
                     _ => {}
                 }
                 inner += 1;
+                last_inner = (out.len(), self.repairs.len(), after);
                 self.note(Repair::UnescapedQuote);
                 self.push_seg(&mut out, i, after);
                 i = after;
@@ -276,6 +343,7 @@ impl Parser<'_> {
                 }
                 _ => {
                     opens.track(c);
+                    opens.code |= c == b'`' && b.get(i..i + 3) == Some(b"```");
                     i += 1;
                 }
             }
@@ -292,6 +360,11 @@ impl Parser<'_> {
                 // inside an object value a comma ends the string only before another member
                 let (n, next) = self.next_significant(i + 1);
                 next.is_none_or(|c| c == b'}') || member_at(self.b, n, self.end)
+            }
+            // inside an object value a `}` ends the string only before more structure
+            b'}' if ctx == Ctx::Value => {
+                let (n, next) = self.next_significant(i + 1);
+                matches!(next, None | Some(b',' | b'}' | b']')) || member_at(self.b, n, self.end)
             }
             b'[' | b']' | b'{' | b'}' | b'\n' | b'+' => true,
             b':' => ctx == Ctx::Key,

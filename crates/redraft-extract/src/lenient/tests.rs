@@ -1,7 +1,10 @@
 //! Data-driven checks of the lenient parser: input, then the expected value (as JSON text,
 //! or `None` when the parser must give up) and the repairs it must record.
 
-use super::parse;
+use proptest::prelude::*;
+use serde_json::Value;
+
+use super::{parse, parse_plain};
 use crate::Repair::{self, *};
 
 fn check(input: &str, expect: (Option<&str>, &[Repair])) {
@@ -40,6 +43,13 @@ fn commas_and_colons() {
     check(r#"{"a" "b"}"#, (Some(r#"{"a": "b"}"#), &[MissingColon]));
     check(r#"{"a" true}"#, (Some(r#"{"a": true}"#), &[MissingColon]));
     check(r#"{"a": , "b": 2}"#, (Some(r#"{"a": null, "b": 2}"#), &[MissingValue]));
+    check(r#"{"a": 1 "b"}"#, (None, &[]));
+    // stray words before the next member, after a bare or a quoted value
+    check(
+        r#"{"a": sic tamet, more words. "b": 2}"#,
+        (Some(r#"{"a": "sic tamet", "b": 2}"#), &[UnquotedString, UnquotedKey, StrayText]),
+    );
+    check(r#"{"a": one, two, three}"#, (Some(r#"{"a": "one, two, three"}"#), &[UnquotedString]));
 }
 
 #[test]
@@ -53,6 +63,18 @@ fn quotes() {
     check(r#"["hello, world]"#, (Some(r#"["hello", "world"]"#), &[MissingQuote, UnquotedString]));
     check(r#"{"x": "see {"k": 1}, ok", "y": 2}"#, (Some(r#"{"x": "see {\"k\": 1}, ok", "y": 2}"#), &[UnescapedQuote]));
     check(r#"{"a": "(5'3")"}"#, (Some(r#"{"a": "(5'3\")"}"#), &[UnescapedQuote]));
+    // a quote directly before a closing quote is text: `"x" ", "y"`
+    check(r#"["a "b" c" ", "d"]"#, (Some(r#"["a \"b\" c\" ", "d"]"#), &[UnescapedQuote]));
+    // a `}` inside an object value is text unless structure follows it
+    check(r#"{"a": "x} "y" z}"#, (Some(r#"{"a": "x} \"y\" z"}"#), &[UnescapedQuote, MissingQuote]));
+    check(r#"{"a": "x} b: 2}"#, (Some(r#"{"a": "x"}"#), &[MissingQuote]));
+    // at the end of the text, an unpaired quote in a value was its end quote
+    check(r#"{"a": "x" tail"#, (Some(r#"{"a": "x"}"#), &[StrayText, MissingComma, UnquotedKey, TruncatedTail]));
+    // in a code snippet, a quote ending its line before a lone end quote is text
+    check(
+        "{\"a\": \"```sh\necho \"hi\"\n```\n\"\n\", \"b\": 1}",
+        (Some(r#"{"a": "```sh\necho \"hi\"\n```\n\"", "b": 1}"#), &[ControlCharacter, UnescapedQuote]),
+    );
     check("{\"a\": \"line\nbreak\"}", (Some(r#"{"a": "line\nbreak"}"#), &[ControlCharacter]));
     check(r#"{"re": "\d+\.\d"}"#, (Some(r#"{"re": "\\d+\\.\\d"}"#), &[InvalidEscape]));
     check(r#"{"a": "x\u26"}"#, (None, &[]));
@@ -75,6 +97,9 @@ fn unquoted_and_literals() {
 #[test]
 fn comments_and_wrappers() {
     check("{// c\n\"a\": /* b */ 1 # d\n}", (Some(r#"{"a": 1}"#), &[Comment]));
+    check(r#"{"a": {"b": 1 # c }, "d": [2 # e ]}"#, (Some(r#"{"a": {"b": 1}, "d": [2]}"#), &[Comment]));
+    check(r#"{"a": "```json {"b": [1]}```"}"#, (Some(r#"{"a": {"b": [1]}}"#), &[FencedString]));
+    check(r#"{"a": "```json [1]```"}"#, (Some(r#"{"a": "```json [1]```"}"#), &[]));
     check("callback({\"a\": 1});", (Some(r#"{"a": 1}"#), &[FunctionWrapper]));
     check("{\"_id\": ObjectId(\"123\")}", (Some(r#"{"_id": "123"}"#), &[FunctionWrapper]));
     check("\"a\" + \"b\"", (Some(r#""ab""#), &[Concatenation]));
@@ -94,6 +119,16 @@ fn brackets_and_documents() {
     check(r#"["k": "v"]"#, (Some(r#"[{"k": "v"}]"#), &[MismatchedBracket]));
     check(r#"{"a": 1}, "b": 2}"#, (Some(r#"{"a": 1, "b": 2}"#), &[MismatchedBracket]));
     check("1\n2\n3", (Some("[1, 2, 3]"), &[MultipleValues]));
+    check("{\"a\": 1}[2, True]", (Some(r#"[{"a": 1}, [2, true]]"#), &[PythonLiteral, MultipleValues]));
+    check("{\"a\": 1}\n[citation needed]", (Some(r#"{"a": 1}"#), &[]));
+    check("[]{}", (Some("[]"), &[MultipleValues]));
+    check("{}\n{}", (Some("[{}, {}]"), &[MultipleValues]));
+    // rows of a table that lost their brackets
+    check(
+        r#"{"rows": [["a", "b"], "c", "d"], ["e", "f"]]}"#,
+        (Some(r#"{"rows": [["a", "b"], ["c", "d"], ["e", "f"]]}"#), &[MismatchedBracket]),
+    );
+    check(r#"{"a": ["x"], ["y"]}"#, (Some(r#"{"a": ["x", "y"]}"#), &[MismatchedBracket]));
     check("{\"a\": 1}\nthanks!", (Some(r#"{"a": 1}"#), &[]));
     check("{\"a\": 1}```", (Some(r#"{"a": 1}"#), &[]));
     check("{\"a\":\"x\"} {\"b\"}", (Some(r#"{"a": "x"}"#), &[]));
@@ -105,7 +140,9 @@ fn brackets_and_documents() {
 fn truncation() {
     check(r#"{"items":[{"id":1},{"id":2,"na"#, (Some(r#"{"items":[{"id":1},{"id":2}]}"#), &[TruncatedTail]));
     check(r#"{"a": "hel"#, (Some(r#"{"a": "hel"}"#), &[TruncatedTail]));
-    check(r#"{"a": 1, "b":"#, (Some(r#"{"a": 1}"#), &[TruncatedTail]));
+    check(r#"{"a": 1, "b":"#, (Some(r#"{"a": 1, "b": null}"#), &[TruncatedTail, MissingValue]));
+    check(r#"{"a": 1, "b""#, (Some(r#"{"a": 1, "b": null}"#), &[TruncatedTail, MissingValue]));
+    check(r#"{"a": 1, "b"#, (Some(r#"{"a": 1}"#), &[TruncatedTail]));
     check(r#"{"done": fals"#, (Some(r#"{"done": false}"#), &[TruncatedTail]));
     check(r#"["x\u26"#, (Some(r#"["x"]"#), &[TruncatedTail]));
     check(r#"["a", ""#, (Some(r#"["a"]"#), &[TruncatedTail]));
@@ -115,4 +152,37 @@ fn truncation() {
 fn deep_nesting_is_refused_not_overflowed() {
     let deep = "[".repeat(100_000);
     assert!(parse(&deep, 0).is_err());
+}
+
+/// Arbitrary JSON values with strings made of the characters the heuristics look at.
+fn json() -> impl Strategy<Value = Value> {
+    let text =
+        prop_oneof![any::<String>(), "[{}\\[\\]\",:'\\\\/*#` a\n“”()]{0,12}", "(```json |```|\\{|\"|, |:|x){0,6}"];
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+        text.clone().prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 48, 6, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::vec((text.clone(), inner), 0..6)
+                .prop_map(|members| Value::Object(members.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    /// The parser itself, without the strict backstop in `parse`, reads valid JSON as
+    /// `serde_json` does and records no repair.
+    #[test]
+    fn heuristics_leave_valid_json_alone(value in json()) {
+        for text in [value.to_string(), serde_json::to_string_pretty(&value).unwrap_or_default()] {
+            let strict: Value = serde_json::from_str(&text).unwrap_or_default();
+            let parsed = parse_plain(&text, 0).map(|p| (p.value, p.repairs));
+            prop_assert_eq!(parsed, Ok((strict, Vec::new())), "{:?}", text);
+        }
+    }
 }

@@ -53,7 +53,8 @@ impl Parser<'_> {
             self.pos = n;
             let before = self.evidence;
             match self.value(Ctx::Top) {
-                Ok(Some(v)) if !(v.is_string() && self.evidence == before) => items.push(v),
+                // a later value must hold JSON-only tokens: `{…} [citation needed]` is prose
+                Ok(Some(v)) if self.evidence > before || empty_container(&v) => items.push(v),
                 _ => {
                     (self.pos, self.evidence) = (saved.0, saved.2);
                     self.repairs.truncate(saved.1);
@@ -99,5 +100,14 @@ impl Parser<'_> {
             j += 1;
         }
         false
+    }
+}
+
+/// Whether `v` is `{}` or `[]`.
+fn empty_container(v: &Value) -> bool {
+    match v {
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        _ => false,
     }
 }

@@ -25,10 +25,12 @@ fn sources(dir: &Path, out: &mut Vec<(PathBuf, String)>) {
 
 #[test]
 fn core_does_no_io() {
+    // (redraft-sandbox runs processes: it is a shared mechanism of adapters, never of core)
     for krate in ["redraft-core", "redraft-extract"] {
         for dep in dependencies(krate) {
             assert!(
-                !["tokio", "reqwest", "sqlx", "hyper", "axum", "fastrand", "rand"].contains(&dep.as_str()),
+                !["tokio", "reqwest", "sqlx", "hyper", "axum", "fastrand", "rand", "redraft-sandbox", "process-wrap"]
+                    .contains(&dep.as_str()),
                 "{krate} must not depend on the IO/runtime crate `{dep}`"
             );
         }
@@ -66,6 +68,12 @@ fn adapters_depend_on_core_never_on_each_other_or_a_face() {
             assert!(!deps.iter().any(|d| d == other), "{adapter} must not depend on {other}");
         }
     }
+}
+
+#[test]
+fn the_sandbox_knows_nothing_of_redraft() {
+    let deps = dependencies("redraft-sandbox");
+    assert!(!deps.iter().any(|d| d.starts_with("redraft")), "redraft-sandbox is a leaf: {deps:?}");
 }
 
 #[test]

@@ -1,0 +1,351 @@
+//! `redraft until`: agent mode. The artifact is the working directory: each iteration runs
+//! the agent (prompt and feedback on stdin, in `$REDRAFT_PROMPT_FILE` and as `{prompt}`), then
+//! the verifier, and writes `.redraft/iterations/<task>/<i>.md`; success writes `final.md`,
+//! the cap writes `escalation.md`. Protected files are put back and the iteration rejected.
+
+mod lock;
+mod protect;
+mod report;
+mod workspace;
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Result, anyhow};
+use redraft::config::Config;
+use redraft::core::{ArtifactSource, EvalInput, Evaluator, EvaluatorError, Strategy, Verdict};
+use redraft::eval::ExecEvaluator;
+use redraft::providers::{AgentCommand, CommandProvider};
+use redraft::{AttemptRecord, CancellationToken, Mode, RunObserver, Runner, Task};
+use serde_json::Value;
+
+use self::lock::Lock;
+use self::protect::{ProtectEvaluator, Protected};
+use self::report::IterationReport;
+use self::workspace::{Snapshot, Workspace};
+use crate::args::{Progress, UntilArgs};
+use crate::commands::Outcome;
+use crate::commands::run::apply_policy_flags;
+use crate::input;
+use crate::output::ProgressLines;
+
+/// Longest cumulative diff in the artifact (what the agent is shown as its submission).
+const ARTIFACT_DIFF_KEEP: usize = 16 * 1024;
+
+/// What the pieces of one loop share.
+#[derive(Debug)]
+struct Shared {
+    workspace: Workspace,
+    baseline: Snapshot,
+    before: Mutex<Option<Snapshot>>,
+    current: Mutex<IterationReport>,
+    changed: Arc<Mutex<Vec<String>>>,
+    diffs: Mutex<Vec<(u32, String)>>,
+}
+
+impl Shared {
+    fn snapshot(&self) -> Result<Snapshot> {
+        tokio::task::block_in_place(|| self.workspace.snapshot())
+    }
+
+    fn report(&self) -> IterationReport {
+        self.current.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    fn with_report(&self, f: impl FnOnce(&mut IterationReport)) {
+        if let Ok(mut r) = self.current.lock() {
+            f(&mut r);
+        }
+    }
+}
+
+/// The artifact of an iteration: the workspace, as a fingerprint plus the cumulative diff.
+#[derive(Debug)]
+struct WorkspaceArtifact(Arc<Shared>);
+
+#[async_trait::async_trait]
+impl ArtifactSource for WorkspaceArtifact {
+    async fn artifact(&self, _raw: &str, _iteration: u32) -> Result<Value, EvaluatorError> {
+        let fail = |e: anyhow::Error| EvaluatorError::Failed { evaluator: "workspace".into(), message: e.to_string() };
+        let s = &self.0;
+        let after = s.snapshot().map_err(fail)?;
+        let before = s.before.lock().ok().and_then(|b| b.clone()).unwrap_or_else(|| s.baseline.clone());
+        let (diff, changed, cumulative) = tokio::task::block_in_place(|| {
+            Ok::<_, anyhow::Error>((
+                s.workspace.diff(&before, &after)?,
+                s.workspace.changed_paths(&before, &after)?,
+                s.workspace.diff(&s.baseline, &after)?,
+            ))
+        })
+        .map_err(fail)?;
+        s.with_report(|r| r.diff = diff);
+        if let Ok(mut c) = s.changed.lock() {
+            *c = changed;
+        }
+        let (shown, cut) = redraft::core::prompt::truncate_chars(&cumulative, ARTIFACT_DIFF_KEEP);
+        let body = if shown.trim().is_empty() { "(no changes since the start)".to_owned() } else { shown };
+        let more = if cut { "\n[diff truncated]" } else { "" };
+        Ok(Value::String(format!("workspace: {}\nchanges since the start:\n{body}{more}", after.fingerprint())))
+    }
+}
+
+/// The verifier, keeping its output for the iteration report.
+#[derive(Debug)]
+struct Verifier {
+    exec: ExecEvaluator,
+    shared: Arc<Shared>,
+}
+
+#[async_trait::async_trait]
+impl Evaluator for Verifier {
+    fn name(&self) -> &str {
+        "verify"
+    }
+
+    async fn evaluate(&self, input: EvalInput<'_>) -> Result<Verdict, EvaluatorError> {
+        let out = self.exec.run(input.artifact).await?;
+        let verdict = self.exec.verdict(&out);
+        self.shared.with_report(|r| r.verifier = Some(out));
+        verdict
+    }
+}
+
+/// Snapshots before each iteration; writes each iteration's report when it is recorded.
+#[derive(Debug)]
+struct Journal {
+    shared: Arc<Shared>,
+    agent: Arc<CommandProvider>,
+    dir: PathBuf,
+    task: String,
+    max: u32,
+}
+
+#[async_trait::async_trait]
+impl RunObserver for Journal {
+    async fn attempt_started(&self, _run_id: &str, _iteration: u32) {
+        let s = &self.shared;
+        let snap = s.snapshot().ok();
+        if let Ok(mut b) = s.before.lock() {
+            *b = snap;
+        }
+        let (agent_command, verifier_command) = {
+            let r = s.report();
+            (r.agent_command, r.verifier_command)
+        };
+        s.with_report(|r| *r = IterationReport { agent_command, verifier_command, ..IterationReport::default() });
+    }
+
+    async fn attempt_finished(&self, _run_id: &str, attempt: &AttemptRecord) {
+        let s = &self.shared;
+        s.with_report(|r| r.agent = self.agent.last_output());
+        let report = s.report();
+        if let Ok(mut d) = s.diffs.lock() {
+            d.push((attempt.iteration, report.diff.clone()));
+        }
+        if let Err(e) = report::write_iteration(&self.dir, &self.task, self.max, attempt, &report) {
+            tracing::error!("{e}");
+        }
+    }
+}
+
+pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome> {
+    let (mut config, _) = Config::discover(config_path)?;
+    config.apply_env()?;
+    apply_policy_flags(&mut config, &args.policy)?;
+    if args.agent.is_empty() {
+        return Err(anyhow!(
+            "no agent command was given\nhint: put it after `--`, e.g. `redraft until --verify 'cargo test' -- my-agent --fix`"
+        ));
+    }
+    let root = std::env::current_dir().map_err(|e| anyhow!("cannot read the current directory: {e}"))?;
+    let prompt = match &args.prompt {
+        Some(p) => input::text_or_file(p, "prompt")?,
+        None => format!("Make the verifier pass: `{}` must exit with status 0.", args.verify),
+    };
+    let task_id = match &args.task {
+        Some(t) => valid_task(t)?,
+        None => default_task(&prompt),
+    };
+    let sandbox = args.sandbox.as_deref().map(|s| config.sandbox(s)).transpose()?;
+    let protected = Protected::capture(&root, &args.protect)?;
+    let _lock = Lock::acquire(&root, &task_id)?;
+
+    let workspace = Workspace::open(&root)?;
+    let baseline = tokio::task::block_in_place(|| workspace.snapshot())?;
+    let timeout = config.policy.attempt_timeout;
+    let agent = Arc::new(
+        CommandProvider::new(
+            format!("command/{}", agent_name(&args.agent)),
+            AgentCommand::Argv(args.agent.clone()),
+            &root,
+        )
+        .timeout(timeout)
+        .sandbox(sandbox.clone())
+        .require_success(false),
+    );
+    let mut verifier_exec = ExecEvaluator::new(&args.verify, &root).timeout(timeout).extension("txt");
+    if let Some(s) = &sandbox {
+        verifier_exec = verifier_exec.sandbox(s.clone());
+    }
+    let shared = Arc::new(Shared {
+        workspace,
+        baseline,
+        before: Mutex::new(None),
+        current: Mutex::new(IterationReport {
+            agent_command: agent.display(),
+            verifier_command: args.verify.clone(),
+            ..IterationReport::default()
+        }),
+        changed: Arc::new(Mutex::new(Vec::new())),
+        diffs: Mutex::new(Vec::new()),
+    });
+    let dir = report::task_dir(&root, &task_id);
+    let max = config.policy.max_iterations;
+
+    let mut task_text = prompt;
+    task_text.push_str(&format!("\n\nWhen you are done, this command must pass (exit 0): `{}`", args.verify));
+    if protected.len() > 0 {
+        task_text.push_str(&format!("\nDo not change these files: {}", protected.paths().join(", ")));
+    }
+    let mut builder = Runner::builder()
+        .provider(agent.clone())
+        .policy(config.policy.clone())
+        .mode(Mode::Text)
+        .strategy(Strategy::Fresh)
+        .artifact_source(Arc::new(WorkspaceArtifact(shared.clone())))
+        .evaluator(Arc::new(ProtectEvaluator { protected, changed: shared.changed.clone() }))
+        .evaluator(Arc::new(Verifier { exec: verifier_exec, shared: shared.clone() }))
+        .observer(Arc::new(Journal {
+            shared: shared.clone(),
+            agent: agent.clone(),
+            dir: dir.clone(),
+            task: task_id.clone(),
+            max,
+        }));
+    if let Some(n) = config.feedback_max_chars {
+        builder = builder.feedback_max_chars(n);
+    }
+    let show_progress = match args.progress {
+        Progress::Always => true,
+        Progress::Never => false,
+        Progress::Auto => std::io::stderr().is_terminal(),
+    };
+    if show_progress {
+        builder = builder.observer(Arc::new(ProgressLines { max_iterations: max }));
+    }
+    let runner = builder.build()?;
+
+    let cancel = CancellationToken::new();
+    let on_ctrl_c = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_ctrl_c.cancel();
+        }
+    });
+    let result = runner.run_until_cancelled(Task::new(task_text), cancel).await?;
+
+    let written = if result.succeeded() {
+        let cumulative = tokio::task::block_in_place(|| {
+            shared.snapshot().and_then(|now| shared.workspace.diff(&shared.baseline, &now))
+        })?;
+        report::write_final(&dir, &task_id, &args.verify, &result, &cumulative)?
+    } else {
+        let diffs = shared.diffs.lock().map(|d| d.clone()).unwrap_or_default();
+        let include = config.decide.escalation_includes_diff.then_some(diffs.as_slice());
+        report::write_escalation(&dir, &task_id, &args.verify, &result, include)?
+    };
+    if args.json {
+        let mut stdout = std::io::stdout().lock();
+        serde_json::to_writer_pretty(&mut stdout, &result)?;
+        writeln!(stdout)?;
+    }
+    if result.succeeded() {
+        eprintln!(
+            "redraft: `{}` passes after {} iteration(s); see {}",
+            args.verify,
+            result.iterations,
+            written.display()
+        );
+        Ok(Outcome::Success)
+    } else {
+        eprint!("{}", crate::output::escalation_text(&result));
+        eprintln!("see {}", written.display());
+        Ok(Outcome::Failed)
+    }
+}
+
+fn agent_name(argv: &[String]) -> String {
+    argv.first()
+        .map(|a| Path::new(a).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| a.clone()))
+        .unwrap_or_else(|| "agent".to_owned())
+}
+
+fn valid_task(task: &str) -> Result<String> {
+    if task.is_empty()
+        || task.len() > 100
+        || !task.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        || task.starts_with('.')
+    {
+        return Err(anyhow!(
+            "`--task {task}` is not a usable name\nhint: use letters, digits, `-`, `_` and `.`, e.g. `--task fix-login`"
+        ));
+    }
+    Ok(task.to_owned())
+}
+
+/// A slug of the prompt plus today's date: `make-the-verifier-pass-2026-11-22`.
+fn default_task(prompt: &str) -> String {
+    let mut slug = String::new();
+    for word in prompt.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).take(6) {
+        if slug.len() + word.len() > 40 {
+            break;
+        }
+        if !slug.is_empty() {
+            slug.push('-');
+        }
+        slug.push_str(&word.to_ascii_lowercase());
+    }
+    if slug.is_empty() {
+        slug.push_str("task");
+    }
+    format!("{slug}-{}", today())
+}
+
+/// Today's date (UTC) as `YYYY-MM-DD`.
+fn today() -> String {
+    let days =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() / 86_400).unwrap_or(0);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_and_slugs() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_779), (2026, 11, 22));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        let t = default_task("Fix the failing login test, please!");
+        assert!(t.starts_with("fix-the-failing-login-test-please-"), "{t}");
+        assert!(valid_task("../x").is_err());
+        assert!(valid_task("fix-login_2").is_ok());
+    }
+}

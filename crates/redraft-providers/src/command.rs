@@ -1,0 +1,165 @@
+//! `command/NAME` and ad hoc agents (`-- AGENT ARGS…`): a command-line program proposes.
+//!
+//! The prompt (task plus feedback) reaches the program three ways at once — on stdin, in the
+//! file named by `$REDRAFT_PROMPT_FILE`, and in place of `{prompt}` in its arguments
+//! (shell-quoted for a shell command, verbatim for an argument vector) — with
+//! `$REDRAFT_ITERATION` and `$REDRAFT_MAX_ITERATIONS` set. Its stdout is the raw output. A
+//! line `{"usage": {"input_tokens": n, "output_tokens": m, "cost_usd": x}}` on stderr is taken
+//! as reported usage.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use redraft_core::{ChatProvider, ChatRequest, ChatResponse, ProviderError, Usage};
+use redraft_sandbox::{Command, Output, Program, Sandbox, shell_quote};
+use serde_json::Value;
+
+/// How the agent is started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentCommand {
+    /// `sh -c SCRIPT` (from config).
+    Shell(String),
+    /// Executed directly, no shell (ad hoc `-- AGENT ARGS…`).
+    Argv(Vec<String>),
+}
+
+/// A command-line proposer.
+#[derive(Debug, Clone)]
+pub struct CommandProvider {
+    name: String,
+    command: AgentCommand,
+    workdir: PathBuf,
+    timeout: Duration,
+    sandbox: Option<Sandbox>,
+    require_success: bool,
+    last: std::sync::Arc<std::sync::Mutex<Option<Output>>>,
+}
+
+impl CommandProvider {
+    /// An agent named `name` (as in `command/NAME`) started as `command` in `workdir`.
+    pub fn new(name: impl Into<String>, command: AgentCommand, workdir: impl Into<PathBuf>) -> Self {
+        Self {
+            name: name.into(),
+            command,
+            workdir: workdir.into(),
+            timeout: Duration::from_secs(120),
+            sandbox: None,
+            require_success: true,
+            last: Default::default(),
+        }
+    }
+
+    /// Kill the agent (its whole process group) after this long. By default, 120 s.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Run inside this sandbox.
+    pub fn sandbox(mut self, sandbox: Option<Sandbox>) -> Self {
+        self.sandbox = sandbox;
+        self
+    }
+
+    /// Whether a non-zero exit is a proposer failure. Agents that edit a workspace are judged
+    /// by the verifier instead, so their exit status is only recorded. By default, true.
+    pub fn require_success(mut self, yes: bool) -> Self {
+        self.require_success = yes;
+        self
+    }
+
+    /// The output of the most recent call (exit status, stderr, duration).
+    pub fn last_output(&self) -> Option<Output> {
+        self.last.lock().ok().and_then(|l| l.clone())
+    }
+
+    /// The command as a person would read it.
+    pub fn display(&self) -> String {
+        match &self.command {
+            AgentCommand::Shell(s) => s.clone(),
+            AgentCommand::Argv(args) => args.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" "),
+        }
+    }
+
+    fn failed(&self, message: String) -> ProviderError {
+        ProviderError::Failed { message: format!("the agent `{}` {message}", self.display()) }
+    }
+}
+
+/// The usage an agent reported on stderr, if any: the last line that is a JSON object with a
+/// `usage` object.
+pub fn reported_usage(stderr: &str) -> Option<(Usage, Option<f64>)> {
+    stderr.lines().rev().find_map(|line| {
+        let value: Value = serde_json::from_str(line.trim()).ok()?;
+        let usage = value.get("usage")?;
+        let tokens = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let cost = usage.get("cost_usd").and_then(Value::as_f64).filter(|c| c.is_finite() && *c >= 0.0);
+        Some((Usage { input_tokens: tokens("input_tokens"), output_tokens: tokens("output_tokens") }, cost))
+    })
+}
+
+#[async_trait::async_trait]
+impl ChatProvider for CommandProvider {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+        let prompt = request.as_prompt();
+        let dir = tempfile::Builder::new()
+            .prefix("redraft-prompt-")
+            .tempdir()
+            .map_err(|e| self.failed(format!("could not start: cannot create a temporary directory: {e}")))?;
+        let prompt_file = dir.path().join("prompt.md");
+        std::fs::write(&prompt_file, &prompt)
+            .map_err(|e| self.failed(format!("could not start: cannot write `{}`: {e}", prompt_file.display())))?;
+        let program = match &self.command {
+            AgentCommand::Shell(script) => Program::Shell(script.replace("{prompt}", &shell_quote(&prompt))),
+            AgentCommand::Argv(args) => Program::Argv(args.iter().map(|a| a.replace("{prompt}", &prompt)).collect()),
+        };
+        let mut cmd = Command::shell(String::new(), &self.workdir);
+        cmd.program = program;
+        cmd.stdin = Some(prompt.clone().into_bytes());
+        cmd.timeout = self.timeout;
+        cmd.sandbox = self.sandbox.clone();
+        cmd.read_only_paths.push(dir.path().to_owned());
+        cmd.env.extend([
+            ("REDRAFT_PROMPT_FILE".to_owned(), prompt_file.to_string_lossy().into_owned()),
+            ("REDRAFT_ITERATION".to_owned(), request.iteration.to_string()),
+            ("REDRAFT_MAX_ITERATIONS".to_owned(), request.max_iterations.to_string()),
+        ]);
+        let out = redraft_sandbox::run(&cmd).await.map_err(|e| self.failed(format!("could not start: {e}")))?;
+        if let Ok(mut last) = self.last.lock() {
+            *last = Some(out.clone());
+        }
+        if out.timed_out {
+            return Err(self
+                .failed(format!("took longer than {} and was killed", redraft_core::duration::format(self.timeout))));
+        }
+        if self.require_success && !out.success() {
+            let tail: Vec<&str> = out.stderr.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect();
+            let status = out.status.map(|c| format!("status {c}")).unwrap_or_else(|| "a signal".to_owned());
+            return Err(self.failed(format!("exited with {status}: {}", tail.join("\n"))));
+        }
+        let (usage, cost_usd) = match reported_usage(&out.stderr) {
+            Some((u, c)) => (Some(u), c),
+            None => (None, None),
+        };
+        Ok(ChatResponse { text: out.stdout, usage, finish_reason: None, cost_usd })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_reported_usage_from_stderr() {
+        let stderr =
+            "working…\n{\"usage\": {\"input_tokens\": 120, \"output_tokens\": 30, \"cost_usd\": 0.002}}\ndone\n";
+        let (u, c) = reported_usage(stderr).unwrap();
+        assert_eq!(u, Usage { input_tokens: 120, output_tokens: 30 });
+        assert_eq!(c, Some(0.002));
+        assert!(reported_usage("{\"other\": 1}\nplain").is_none());
+    }
+}

@@ -1,0 +1,161 @@
+//! Bubblewrap: finding a working `bwrap` and building its command line.
+//!
+//! The sandboxed command runs as `bwrap [mounts] [--unshare-net] --unshare-pid --die-with-parent
+//! --chdir WORKDIR -- PROGRAM…`, and `bwrap` is the leader of the command's process group. There is
+//! deliberately no `--new-session`: it would move the command into a session (and process group)
+//! of its own, out of reach of the group signals. Instead three mechanisms overlap:
+//!
+//! - every process in the sandbox stays in the group, so `SIGTERM`/`SIGKILL` to the group reach
+//!   them directly;
+//! - `--unshare-pid` gives the sandbox a PID namespace whose init is bwrap's own child: when it
+//!   dies, the kernel kills everything left in the namespace, even processes that left the group;
+//! - `--die-with-parent` kills that init when `bwrap` (the group leader) dies, and kills `bwrap`
+//!   when this process dies without cleaning up (the death signal follows the spawning *thread*;
+//!   tokio's worker threads live as long as the runtime).
+//!
+//! One consequence: `bwrap` does not handle `SIGTERM`, so the group's `SIGTERM` kills it and, with
+//! it, the whole sandbox. A sandboxed command that traps `SIGTERM` may or may not get to clean up
+//! before that; the grace period is best-effort under bubblewrap.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::Sandbox;
+
+/// The smallest sandbox with every namespace `run` may ask for; `true` must run in it.
+const PROBE_ARGS: [&str; 12] = [
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--unshare-net",
+    "--unshare-pid",
+    "--die-with-parent",
+    "--",
+    "true",
+];
+
+/// How long the probe sandbox may take to start and exit.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether bubblewrap can be used.
+#[derive(Debug)]
+pub(crate) enum Probe {
+    /// This `bwrap` created a sandbox.
+    Ready(PathBuf),
+    /// No `bwrap` on `PATH`.
+    Missing,
+    /// A `bwrap` is there but could not create a sandbox.
+    Unusable { path: PathBuf, reason: String },
+}
+
+/// `bwrap` on `PATH` and able to create a sandbox here (checked by running `true` in one).
+///
+/// Each call checks again; it takes a few milliseconds.
+pub fn bwrap_available() -> bool {
+    let Some(path) = locate(std::env::var_os("PATH").as_deref()) else { return false };
+    std::process::Command::new(&path)
+        .args(PROBE_ARGS)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// Finds `bwrap` on `search_path` (a `PATH` value) and checks that it can create a sandbox.
+pub(crate) async fn probe(search_path: Option<&OsStr>) -> Probe {
+    let Some(path) = locate(search_path) else { return Probe::Missing };
+    let attempt = tokio::process::Command::new(&path)
+        .args(PROBE_ARGS)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .output();
+    let reason = match tokio::time::timeout(PROBE_TIMEOUT, attempt).await {
+        Ok(Ok(output)) if output.status.success() => return Probe::Ready(path),
+        Ok(Ok(output)) => {
+            let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+            if stderr.is_empty() { format!("a test sandbox exited with {}", output.status) } else { stderr }
+        }
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("a test sandbox did not exit within {} s", PROBE_TIMEOUT.as_secs()),
+    };
+    Probe::Unusable { path, reason }
+}
+
+/// The first executable `bwrap` in an absolute entry of `search_path` (relative entries are
+/// skipped: they would pick up a `bwrap` from whatever the current directory is).
+fn locate(search_path: Option<&OsStr>) -> Option<PathBuf> {
+    std::env::split_paths(search_path?).filter(|dir| dir.is_absolute()).map(|dir| dir.join("bwrap")).find(|candidate| {
+        std::fs::metadata(candidate).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+    })
+}
+
+/// The `bwrap` arguments running `argv` in `workdir` (both paths already canonical).
+///
+/// Bind mounts are ordered from shallow to deep so a deeper one is never hidden by a shallower
+/// one: a read-only path inside the working directory stays read-only, and a working directory
+/// inside a read-only path stays writable.
+pub(crate) fn args(sandbox: &Sandbox, workdir: &Path, read_only: &[PathBuf], argv: Vec<OsString>) -> Vec<OsString> {
+    let mut args: Vec<OsString> = Vec::new();
+    let mut push = |words: &[&OsStr]| args.extend(words.iter().map(|w| w.to_os_string()));
+    let root = if sandbox.read_only_root { "--ro-bind" } else { "--bind" };
+    push(&[root.as_ref(), "/".as_ref(), "/".as_ref(), "--dev".as_ref(), "/dev".as_ref()]);
+    push(&["--proc".as_ref(), "/proc".as_ref()]);
+    let mut binds: Vec<(&Path, bool)> = read_only.iter().map(|p| (p.as_path(), false)).collect();
+    if sandbox.read_only_root {
+        push(&["--tmpfs".as_ref(), "/tmp".as_ref()]);
+        binds.push((workdir, true));
+    }
+    binds.sort_by_key(|(path, _)| path.components().count());
+    for (path, writable) in binds {
+        let flag = if writable { "--bind" } else { "--ro-bind" };
+        push(&[flag.as_ref(), path.as_os_str(), path.as_os_str()]);
+    }
+    if !sandbox.network {
+        push(&["--unshare-net".as_ref()]);
+    }
+    push(&["--unshare-pid".as_ref(), "--die-with-parent".as_ref(), "--chdir".as_ref(), workdir.as_os_str()]);
+    push(&["--".as_ref()]);
+    args.extend(argv);
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(args: &[OsString]) -> String {
+        args.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn network_off_binds_the_root_writable_and_unshares_the_network() {
+        let sandbox = Sandbox { network: false, ..Sandbox::default() };
+        let args =
+            args(&sandbox, Path::new("/w"), &[PathBuf::from("/art")], vec!["sh".into(), "-c".into(), "x".into()]);
+        assert_eq!(
+            words(&args),
+            "--bind / / --dev /dev --proc /proc --ro-bind /art /art --unshare-net --unshare-pid --die-with-parent --chdir /w -- sh -c x"
+        );
+    }
+
+    #[test]
+    fn read_only_root_binds_workdir_and_read_only_paths_shallow_first() {
+        let sandbox = Sandbox { read_only_root: true, ..Sandbox::default() };
+        let read_only = [PathBuf::from("/a/w/ro"), PathBuf::from("/a")];
+        let args = args(&sandbox, Path::new("/a/w"), &read_only, vec!["true".into()]);
+        assert_eq!(
+            words(&args),
+            "--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --ro-bind /a /a --bind /a/w /a/w --ro-bind /a/w/ro /a/w/ro --unshare-pid --die-with-parent --chdir /a/w -- true"
+        );
+    }
+}

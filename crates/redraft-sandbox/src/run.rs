@@ -1,0 +1,271 @@
+//! Running a [`Command`]: spawn, feed, capture, supervise.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::ChildStdin;
+
+use crate::bwrap::{self, Probe};
+use crate::group::Group;
+use crate::limits::Limits;
+use crate::{Command, Output, Program, SandboxError};
+
+/// How long output is still read after the whole group is gone. Pipes normally reach end-of-file
+/// at once; only a process that left the group (and still holds them) makes this wait matter.
+const DRAIN_LIMIT: Duration = Duration::from_millis(500);
+
+/// Runs `cmd` as the leader of a new process group and returns what it did.
+///
+/// Stdout and stderr are captured concurrently, each up to [`Command::output_cap`] bytes (the rest
+/// is read and dropped, so the command never blocks on a full pipe); stdin gets
+/// [`Command::stdin`] and is closed. When the command exits, processes it left behind in its group
+/// get `SIGTERM`, then `SIGKILL` after [`Command::kill_grace`]. At [`Command::timeout`] the whole
+/// group gets the same, and the result has `timed_out` set: a timeout is not an error. Dropping the
+/// returned future sends `SIGKILL` to the whole group.
+///
+/// With a [`Sandbox`](crate::Sandbox) the environment is cleared (then [`PASSED_ENV`](crate::PASSED_ENV),
+/// [`Sandbox::env`](crate::Sandbox::env) and [`Command::env`]), resource limits are set in the
+/// child before `exec`, and when the sandbox wants network off or a read-only root the command
+/// runs under bubblewrap, checked for at each call: without a working `bwrap` this returns
+/// [`SandboxError::BwrapMissing`] or [`SandboxError::BwrapUnusable`] and runs nothing. Under
+/// bubblewrap a command killed by signal N is reported as exit code 128 + N (bubblewrap's own
+/// exit code), unless the group was terminated.
+///
+/// Timeouts use tokio's clock: under a paused clock (`start_paused` tests) they fire as soon as
+/// the runtime is idle, which it is while waiting for a real process, so test real commands
+/// with the clock running.
+///
+/// # Errors
+///
+/// Refused sandboxes (above), an empty argv, an unusable working directory or read-only path, a
+/// program that cannot be started, and I/O failures on the pipes.
+pub async fn run(cmd: &Command) -> Result<Output, SandboxError> {
+    let launch = Launch::prepare(cmd).await?;
+    let started = Instant::now();
+    let child = launch
+        .command_wrap(cmd)
+        .spawn()
+        .map_err(|source| SandboxError::Spawn { program: launch.display.clone(), source })?;
+    let mut group = Group::new(child).map_err(|source| SandboxError::Io { what: "starting the command", source })?;
+    tracing::debug!(pid = group.pgid, program = %launch.display, "started a command");
+
+    let stdin = group.child.stdin().take();
+    let stdout = group.child.stdout().take();
+    let stderr = group.child.stderr().take();
+    let mut out = Capture::new(cmd.output_cap);
+    let mut err = Capture::new(cmd.output_cap);
+
+    let (exit, pipes) = {
+        let pipes =
+            async { tokio::join!(pump(stdout, &mut out), pump(stderr, &mut err), feed(stdin, cmd.stdin.as_deref())) };
+        let control = group.supervise(cmd.timeout, cmd.kill_grace);
+        tokio::pin!(pipes, control);
+        let mut finished_pipes = None;
+        let exit = tokio::select! {
+            exit = &mut control => exit,
+            done = &mut pipes => {
+                finished_pipes = Some(done);
+                control.await
+            }
+        };
+        if finished_pipes.is_none() {
+            match tokio::time::timeout(DRAIN_LIMIT, &mut pipes).await {
+                Ok(done) => finished_pipes = Some(done),
+                Err(_) => tracing::warn!(
+                    "the command's output pipes are still open after its process group is gone (a process left the group?); keeping what was read"
+                ),
+            }
+        }
+        (exit, finished_pipes)
+    };
+    let (status, timed_out) = exit.map_err(|source| SandboxError::Io { what: "waiting for the command", source })?;
+    if let Some((read_out, read_err, write_in)) = pipes {
+        read_out.map_err(|source| SandboxError::Io { what: "reading the command's stdout", source })?;
+        read_err.map_err(|source| SandboxError::Io { what: "reading the command's stderr", source })?;
+        write_in.map_err(|source| SandboxError::Io { what: "writing the command's stdin", source })?;
+    }
+
+    Ok(Output {
+        status: status.code(),
+        signal: status.signal(),
+        stdout: String::from_utf8_lossy(&out.bytes).into_owned(),
+        stderr: String::from_utf8_lossy(&err.bytes).into_owned(),
+        stdout_truncated: out.truncated,
+        stderr_truncated: err.truncated,
+        timed_out,
+        duration: started.elapsed(),
+    })
+}
+
+/// Everything checked and resolved before spawning.
+#[derive(Debug)]
+struct Launch {
+    program: OsString,
+    args: Vec<OsString>,
+    /// The program's name in messages.
+    display: String,
+    workdir: PathBuf,
+    /// `Some`: clear the environment and start from these variables.
+    clean_env: Option<Vec<(OsString, OsString)>>,
+    limits: Limits,
+}
+
+impl Launch {
+    async fn prepare(cmd: &Command) -> Result<Self, SandboxError> {
+        let argv: Vec<OsString> = match &cmd.program {
+            Program::Shell(script) => vec!["sh".into(), "-c".into(), script.into()],
+            Program::Argv(args) if args.is_empty() => return Err(SandboxError::EmptyCommand),
+            Program::Argv(args) => args.iter().map(OsString::from).collect(),
+        };
+        let display = cmd.program.name().to_owned();
+        let sandbox = cmd.sandbox.as_ref();
+        let workdir = match sandbox.and_then(|s| s.workdir.as_ref()) {
+            Some(dir) => cmd.workdir.join(dir),
+            None => cmd.workdir.clone(),
+        };
+        check_dir(&workdir).await?;
+
+        let Some(sandbox) = sandbox else {
+            return Ok(Launch::direct(argv, display, workdir, None, Limits::default()));
+        };
+        let clean_env = sandbox.clean_env()?;
+        let limits =
+            Limits::of(sandbox).map_err(|source| SandboxError::Io { what: "preparing the resource limits", source })?;
+        let Some(wants) = sandbox.needs_bwrap() else {
+            return Ok(Launch::direct(argv, display, workdir, Some(clean_env), limits));
+        };
+        // `bwrap` is looked up on the PATH the command gets, like any program.
+        let search_path = match cmd.env.iter().rev().find(|(name, _)| name == "PATH") {
+            Some((_, value)) => Some(OsString::from(value)),
+            None => std::env::var_os("PATH"),
+        };
+        let bwrap = match bwrap::probe(search_path.as_deref()).await {
+            Probe::Ready(path) => path,
+            Probe::Missing => return Err(SandboxError::BwrapMissing { wants }),
+            Probe::Unusable { path, reason } => return Err(SandboxError::BwrapUnusable { wants, path, reason }),
+        };
+        let workdir = tokio::fs::canonicalize(&workdir)
+            .await
+            .map_err(|source| SandboxError::Workdir { path: workdir.clone(), source })?;
+        let mut read_only = Vec::with_capacity(cmd.read_only_paths.len());
+        for path in &cmd.read_only_paths {
+            let path = cmd.workdir.join(path);
+            let resolved =
+                tokio::fs::canonicalize(&path).await.map_err(|source| SandboxError::ReadOnlyPath { path, source })?;
+            read_only.push(resolved);
+        }
+        Ok(Launch {
+            args: bwrap::args(sandbox, &workdir, &read_only, argv),
+            display: bwrap.display().to_string(),
+            program: bwrap.into_os_string(),
+            workdir,
+            clean_env: Some(clean_env),
+            limits,
+        })
+    }
+
+    fn direct(
+        mut argv: Vec<OsString>,
+        display: String,
+        workdir: PathBuf,
+        clean_env: Option<Vec<(OsString, OsString)>>,
+        limits: Limits,
+    ) -> Self {
+        let program = argv.remove(0);
+        Launch { program, args: argv, display, workdir, clean_env, limits }
+    }
+
+    fn command_wrap(&self, cmd: &Command) -> CommandWrap {
+        let mut wrap = CommandWrap::with_new(&self.program, |command| {
+            command.args(&self.args).current_dir(&self.workdir);
+            command.stdin(if cmd.stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+            command.stdout(Stdio::piped()).stderr(Stdio::piped());
+            if let Some(vars) = &self.clean_env {
+                command.env_clear().envs(vars.iter().map(|(k, v)| (k, v)));
+            }
+            command.envs(cmd.env.iter().map(|(k, v)| (k, v)));
+            self.limits.install(command);
+        });
+        wrap.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+        wrap
+    }
+}
+
+/// Fails unless `dir` is an existing directory (so a missing one is not reported as a missing program).
+async fn check_dir(dir: &Path) -> Result<(), SandboxError> {
+    let fail = |source| SandboxError::Workdir { path: dir.to_path_buf(), source };
+    let meta = tokio::fs::metadata(dir).await.map_err(fail)?;
+    if meta.is_dir() { Ok(()) } else { Err(fail(io::ErrorKind::NotADirectory.into())) }
+}
+
+/// The first `cap` bytes of a stream, and whether there were more.
+#[derive(Debug)]
+struct Capture {
+    cap: usize,
+    bytes: Vec<u8>,
+    truncated: bool,
+}
+
+impl Capture {
+    fn new(cap: usize) -> Self {
+        Capture { cap, bytes: Vec::new(), truncated: false }
+    }
+
+    fn push(&mut self, chunk: &[u8]) {
+        let room = self.cap.saturating_sub(self.bytes.len());
+        let kept = chunk.len().min(room);
+        self.bytes.extend_from_slice(&chunk[..kept]);
+        self.truncated |= kept < chunk.len();
+    }
+}
+
+/// Reads `pipe` to its end into `sink`.
+async fn pump<R: AsyncRead + Unpin>(pipe: Option<R>, sink: &mut Capture) -> io::Result<()> {
+    let Some(mut pipe) = pipe else { return Ok(()) };
+    let mut chunk = vec![0; 64 * 1024];
+    loop {
+        match pipe.read(&mut chunk).await {
+            Ok(0) => return Ok(()),
+            Ok(n) => sink.push(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Writes `data` to the command's stdin and closes it. A command that exits without reading it
+/// all is fine.
+async fn feed(pipe: Option<ChildStdin>, data: Option<&[u8]>) -> io::Result<()> {
+    let (Some(mut pipe), Some(data)) = (pipe, data) else { return Ok(()) };
+    let written = async {
+        pipe.write_all(data).await?;
+        pipe.shutdown().await
+    };
+    match written.await {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e),
+        _ => Ok(()),
+    }
+    // `pipe` is dropped here, closing the command's stdin.
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_keeps_the_first_bytes_and_flags_the_rest() {
+        let mut capture = Capture::new(5);
+        capture.push(b"abc");
+        assert!(!capture.truncated);
+        capture.push(b"de");
+        assert_eq!((capture.bytes.as_slice(), capture.truncated), (&b"abcde"[..], false));
+        capture.push(b"f");
+        assert_eq!((capture.bytes.as_slice(), capture.truncated), (&b"abcde"[..], true));
+    }
+}
