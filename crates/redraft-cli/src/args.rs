@@ -58,6 +58,11 @@ pub struct RunArgs {
     #[arg(long = "eval", value_name = "DIRECTIVE")]
     pub evals: Vec<String>,
 
+    /// The extension of the artifact file that `exec:` evaluators get (`py`, `rs`, …).
+    /// By default, `json`, or `txt` with `--text`.
+    #[arg(long, value_name = "EXT")]
+    pub artifact_ext: Option<String>,
+
     /// The proposer, as `provider/model` (`openai/gpt-4o-mini`, `mock/replies.jsonl`).
     /// By default, `default_model` from the config.
     #[arg(long, short = 'm', value_name = "PROVIDER/MODEL", env = "REDRAFT_MODEL")]

@@ -149,7 +149,19 @@ impl Config {
     }
 
     /// A sandbox spec: inline JSON (`{"network": false}`) or the name of a `[sandboxes.NAME]`.
+    /// The spec is refused up front when it asks for isolation that bubblewrap provides and
+    /// `bwrap` cannot run here: nothing is ever run unsandboxed when isolation was asked for.
     pub fn sandbox(&self, spec: &str) -> Result<Sandbox, ConfigError> {
+        let sandbox = self.sandbox_spec(spec)?;
+        if let Some(wants) = sandbox.needs_bwrap()
+            && !redraft_sandbox::bwrap_available()
+        {
+            return Err(ConfigError::Sandbox(redraft_sandbox::SandboxError::BwrapMissing { wants }));
+        }
+        Ok(sandbox)
+    }
+
+    fn sandbox_spec(&self, spec: &str) -> Result<Sandbox, ConfigError> {
         let spec = spec.trim();
         if spec.starts_with('{') {
             return serde_json::from_str(spec).map_err(|e| ConfigError::Invalid {
@@ -213,12 +225,20 @@ impl Config {
                 Arc::new(MockProvider::from_file(name, &script)?)
             }
             ProviderType::Command => {
-                let p = named.ok_or_else(|| ConfigError::Invalid {
-                    key: format!("providers.{prefix}"),
-                    message: format!("`command/{model}` needs a `[providers.{prefix}]` table with `type = \"command\"` and a `command`; or pass the agent after `--`"),
+                // `command/NAME` names `[providers.NAME]`; a provider of type command may also be
+                // used directly as `NAME/anything`.
+                let (key, p) = match named {
+                    Some(p) => (prefix, Some(p)),
+                    None => (model, self.providers.get(model).filter(|p| p.kind == ProviderType::Command)),
+                };
+                let p = p.ok_or_else(|| ConfigError::Invalid {
+                    key: format!("providers.{key}"),
+                    message: format!(
+                        "`{name}` needs a `[providers.{key}]` table with `type = \"command\"` and a `command`; or pass the agent after `--`"
+                    ),
                 })?;
                 let command = p.command.clone().ok_or_else(|| ConfigError::Invalid {
-                    key: format!("providers.{prefix}.command"),
+                    key: format!("providers.{key}.command"),
                     message: "a command provider needs `command = \"…\"` (run with `sh -c`; `{prompt}` is replaced by the quoted prompt)".into(),
                 })?;
                 let sandbox = p.sandbox.as_deref().map(|s| self.sandbox(s)).transpose()?;
@@ -290,7 +310,7 @@ api_key_env = "OLLAMA_API_KEY"
         assert!(err.contains("`nope`") && err.contains("openai"), "{err}");
         assert!(matches!(c.model("anthropic/claude"), Err(ConfigError::ProviderUnavailable { .. })));
         let err = c.model("command/claude").err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(err.contains("[providers.command]"), "{err}");
+        assert!(err.contains("[providers.claude]"), "{err}");
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub enum ConfigError {
     Script(#[from] redraft_providers::ScriptError),
     #[error(transparent)]
     Provider(#[from] ProviderError),
+    #[error(transparent)]
+    Sandbox(#[from] redraft_sandbox::SandboxError),
 }
 
 /// Typed extraction did not produce a value.

@@ -70,6 +70,9 @@ pub async fn run(args: RunArgs, config_path: Option<&std::path::Path>) -> Result
             Directive::Schema(path) => schemas.push(path.into()),
             Directive::Exec(command) => {
                 let mut exec = ExecEvaluator::new(command, &cwd).timeout(config.policy.attempt_timeout);
+                if let Some(ext) = &args.artifact_ext {
+                    exec = exec.extension(ext.clone());
+                }
                 if let Some(s) = &sandbox {
                     exec = exec.sandbox(s.clone());
                 }

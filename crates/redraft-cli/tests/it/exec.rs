@@ -29,8 +29,10 @@ async fn hostile_artifacts_never_execute() {
         "6",
         "--repeat-limit",
         "0",
+        "--artifact-ext",
+        "py",
         "--eval",
-        "exec:cat {artifact} >> seen.txt; printf '\\n--\\n' >> seen.txt; cat \"$ARTIFACT\" > /dev/null; exit 1",
+        "exec:cat {artifact} >> seen.txt; printf '\\n--\\n' >> seen.txt; echo \"$ARTIFACT\" >> names.txt; exit 1",
         "--json",
     ]);
     let out = output(c).await;
@@ -44,6 +46,8 @@ async fn hostile_artifacts_never_execute() {
     for h in hostile {
         assert!(seen.contains(h), "the verifier saw the artifact verbatim: {seen}");
     }
+    let names = std::fs::read_to_string(dir.path().join("names.txt")).unwrap();
+    assert!(names.lines().all(|n| n.ends_with("/artifact.py")), "{names}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -97,4 +101,48 @@ async fn an_ad_hoc_agent_proposes_with_fresh_prompts_and_reported_usage() {
     assert_eq!(result["history"][0]["tokens_in"], 40);
     assert_eq!(result["metrics"]["tokens_estimated"], false);
     assert!((result["metrics"]["cost_usd"].as_f64().unwrap() - 0.02).abs() < 1e-9);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_that_needs_bubblewrap_is_refused_up_front_when_it_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "replies.jsonl", "\"hello\"\n");
+    // A PATH with `sh` and friends but no `bwrap`.
+    let mut c = redraft(dir.path());
+    c.env("PATH", "/usr/bin:/bin").args([
+        "run",
+        "--text",
+        "--model",
+        "mock/replies.jsonl",
+        "--prompt",
+        "x",
+        "--eval",
+        "exec:touch ran",
+        "--sandbox",
+        r#"{"network": false}"#,
+    ]);
+    let out = output(c).await;
+    if std::path::Path::new("/usr/bin/bwrap").exists() || std::path::Path::new("/bin/bwrap").exists() {
+        // bubblewrap is installed system-wide (CI): the sandboxed verifier runs.
+        assert!(dir.path().join("ran").exists(), "{}", out.stderr);
+    } else {
+        assert_eq!(out.code, 2, "{}", out.stderr);
+        assert!(out.stderr.contains("needs bubblewrap") && out.stderr.contains("hint:"), "{}", out.stderr);
+        assert!(!dir.path().join("ran").exists(), "nothing ran unsandboxed");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configured_command_provider_gets_the_quoted_prompt() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "agent.sh", "printf '%s' \"$1\" > got-arg.txt\necho '{\"ok\": true}'\n");
+    write(dir.path(), "redraft.toml", "[providers.mine]\ntype = \"command\"\ncommand = \"sh agent.sh {prompt}\"\n");
+    let prompt = "it's $(touch pwned) \"quoted\"";
+    let mut c = redraft(dir.path());
+    c.args(["run", "--model", "command/mine", "--prompt", prompt]);
+    let out = output(c).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(!dir.path().join("pwned").exists());
+    let got = std::fs::read_to_string(dir.path().join("got-arg.txt")).unwrap();
+    assert!(got.starts_with(prompt), "the whole prompt arrives as one argument: {got}");
 }

@@ -29,6 +29,8 @@ async fn run_help_lists_every_flag() {
           --eval <DIRECTIVE>            An evaluator directive; repeat for several (all must pass):
                                         `schema:PATH`, `exec:CMD` (`{artifact}` and `$ARTIFACT` name the
                                         artifact file)
+          --artifact-ext <EXT>          The extension of the artifact file that `exec:` evaluators get
+                                        (`py`, `rs`, …). By default, `json`, or `txt` with `--text`
       -m, --model <PROVIDER/MODEL>      The proposer, as `provider/model` (`openai/gpt-4o-mini`,
                                         `mock/replies.jsonl`). By default, `default_model` from the
                                         config [env: REDRAFT_MODEL=]

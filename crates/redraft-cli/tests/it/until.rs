@@ -95,6 +95,7 @@ async fn an_agent_that_edits_the_protected_test_is_rejected_and_escalates() {
     let dir = tempfile::tempdir().unwrap();
     let prompts = tempfile::tempdir().unwrap();
     project(dir.path());
+    write(dir.path(), "redraft.toml", "[decide]\nescalation_includes_diff = true\n");
     let cheat = write(prompts.path(), "cheat.sh", "#!/bin/sh\ncat > /dev/null\necho 'echo all tests pass' > test.sh\n");
     let out = output(until(
         dir.path(),
@@ -125,6 +126,8 @@ async fn an_agent_that_edits_the_protected_test_is_rejected_and_escalates() {
     let escalation = std::fs::read_to_string(dir.path().join(".redraft/iterations/cheat/escalation.md")).unwrap();
     assert!(escalation.contains("protected_file_modified"), "{escalation}");
     assert!(escalation.contains("## Question"), "{escalation}");
+    assert!(escalation.contains("## Changes per iteration"), "escalation_includes_diff: {escalation}");
+    assert!(escalation.contains("M test.sh"), "the cheating change is shown: {escalation}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -206,4 +209,50 @@ async fn a_git_repository_gets_git_diffs() {
     let status =
         std::process::Command::new("git").args(["status", "--porcelain"]).current_dir(dir.path()).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&status.stdout), " M calc.sh\n?? .redraft/\n", "the user's index is untouched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_stops_cleanly_and_writes_what_happened() {
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = tempfile::tempdir().unwrap();
+    project(dir.path());
+    // The first iteration fails quickly; the second hangs in the agent until interrupted.
+    let agent = write(
+        prompts.path(),
+        "agent.sh",
+        "#!/bin/sh\ncat > /dev/null\nif [ \"$REDRAFT_ITERATION\" = 2 ]; then echo $$ > \"$PROMPTS/agent.pid\"; sleep 60; fi\necho 'echo 6' > calc.sh\n",
+    );
+    let bin = assert_cmd::cargo::cargo_bin("redraft");
+    let child = std::process::Command::new(bin)
+        .current_dir(dir.path())
+        .env("PROMPTS", prompts.path())
+        .args(["until", "--verify", "sh test.sh", "--task", "stopped", "--", "sh", agent.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid_file = prompts.path().join("agent.pid");
+    for _ in 0..200 {
+        if pid_file.exists() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(pid_file.exists(), "the second iteration started");
+    let interrupted = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(interrupted.success());
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("halted because cancelled"), "{stderr}");
+    let reports = dir.path().join(".redraft/iterations/stopped");
+    assert!(reports.join("1.md").is_file());
+    let escalation = std::fs::read_to_string(reports.join("escalation.md")).unwrap();
+    assert!(escalation.contains("halted because cancelled"), "{escalation}");
+    assert!(!dir.path().join(".redraft/until.lock").exists(), "the lock is released");
+    let agent_pid = std::fs::read_to_string(&pid_file).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", agent_pid.trim())).unwrap_or_default();
+    let state = stat.rsplit(')').next().unwrap_or("").trim_start().chars().next();
+    assert!(stat.is_empty() || state == Some('Z'), "the agent survived: {stat}");
 }
