@@ -86,7 +86,23 @@ pub struct Plan {
     pub price: Option<Price>,
     /// Whether any evaluator grades on a scale (lowers the default threshold to 0.9).
     pub scoring: bool,
+    /// Models to switch to, in order, each time an answer repeats an earlier one.
+    /// By default, none.
+    pub fallbacks: Vec<Fallback>,
+    /// How much the temperature rises after a repeated answer (capped at 1.0). By default, 0.3.
+    pub temperature_step: f32,
 }
+
+/// A model the loop may switch to after a repeated answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fallback {
+    /// Its `provider/model` name.
+    pub model: String,
+    pub price: Option<Price>,
+}
+
+/// The temperature a rise starts from when none is set (the HTTP API's default).
+pub const BASE_TEMPERATURE: f32 = 0.2;
 
 impl Plan {
     /// A plan with every default for `task` proposed by `model`.
@@ -107,6 +123,16 @@ impl Plan {
             max_tokens: None,
             price: None,
             scoring: false,
+            fallbacks: Vec::new(),
+            temperature_step: 0.3,
+        }
+    }
+
+    /// The name and price of proposer `index` (0 is the primary model, then the fallbacks).
+    pub fn proposer(&self, index: usize) -> (&str, Option<Price>) {
+        match index.checked_sub(1).and_then(|i| self.fallbacks.get(i)) {
+            Some(f) => (&f.model, f.price),
+            None => (&self.model, self.price),
         }
     }
 }
@@ -114,8 +140,9 @@ impl Plan {
 /// What the engine wants next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Next {
-    /// Make attempt `iteration` with this request.
-    Attempt { iteration: u32, request: ChatRequest },
+    /// Make attempt `iteration` with this request, sent to proposer `proposer` (0 is the
+    /// primary model, then the fallbacks in order).
+    Attempt { iteration: u32, request: ChatRequest, proposer: usize },
     /// Stop.
     Halt(HaltReason),
 }
@@ -186,14 +213,27 @@ pub struct Engine {
     stale: u32,
     halt: Option<HaltReason>,
     error: Option<RunErrorReport>,
+    proposer: usize,
+    temperature: Option<f32>,
 }
 
 impl Engine {
     /// Check the plan and prepare the first prompt.
     pub fn new(plan: Plan) -> Result<Self, PlanError> {
         plan.policy.validate(&plan.ceilings)?;
-        if plan.policy.max_budget_usd.is_some() && plan.price.is_none() {
-            return Err(PlanError::BudgetWithoutPrice { model: plan.model.clone() });
+        if plan.policy.max_budget_usd.is_some() {
+            for index in 0..=plan.fallbacks.len() {
+                if let (model, None) = plan.proposer(index) {
+                    return Err(PlanError::BudgetWithoutPrice { model: model.to_owned() });
+                }
+            }
+        }
+        if !(plan.temperature_step.is_finite() && (0.0..=1.0).contains(&plan.temperature_step)) {
+            return Err(PlanError::Invalid {
+                key: "temperature_step".into(),
+                value: plan.temperature_step.to_string(),
+                rule: "must be in [0, 1]".into(),
+            });
         }
         let prompts = Prompts::new(&plan.templates)?;
         let structured = plan.mode == Mode::Structured;
@@ -234,6 +274,7 @@ impl Engine {
             prior: std::slice::from_ref(&probe),
         })?;
         let threshold = plan.policy.threshold(plan.scoring);
+        let plan_temperature = plan.temperature;
         Ok(Self {
             conversation: vec![Message::user(first_prompt.clone())],
             plan,
@@ -249,6 +290,8 @@ impl Engine {
             stale: 0,
             halt: None,
             error: None,
+            proposer: 0,
+            temperature: plan_temperature,
         })
     }
 
@@ -294,7 +337,7 @@ impl Engine {
         }
         ChatRequest {
             messages,
-            temperature: self.plan.temperature,
+            temperature: self.temperature,
             max_tokens: self.plan.max_tokens,
             iteration: self.next_iteration(),
             max_iterations: self.plan.policy.max_iterations,
@@ -323,7 +366,7 @@ impl Engine {
     /// many output tokens as the longest answer so far (before any answer: `max_tokens`,
     /// at most 1024).
     pub fn estimate_next_cost(&self, request: &ChatRequest) -> Option<f64> {
-        let price = self.plan.price?;
+        let price = self.plan.proposer(self.proposer).1?;
         let tokens_in = estimate_tokens(request.chars());
         let tokens_out = self
             .history
@@ -353,7 +396,7 @@ impl Engine {
         {
             return self.stop(HaltReason::Budget);
         }
-        Next::Attempt { iteration: self.next_iteration(), request }
+        Next::Attempt { iteration: self.next_iteration(), request, proposer: self.proposer }
     }
 
     fn stop(&mut self, reason: HaltReason) -> Next {
@@ -440,10 +483,13 @@ impl Engine {
             tokens_in: 0,
             tokens_out: 0,
             tokens_estimated: false,
-            cost_usd: Some(0.0).filter(|_| self.plan.price.is_some()),
+            cost_usd: Some(0.0).filter(|_| self.plan.proposer(self.proposer).1.is_some()),
+            judge_cost_usd: None,
             wall_ms,
             finish_reason: None,
             repeat_of: None,
+            model: Some(self.plan.proposer(self.proposer).0.to_owned()),
+            temperature: self.temperature,
         }
     }
 
@@ -460,7 +506,10 @@ impl Engine {
             Some(u) => (u.input_tokens, u.output_tokens, false),
             None => (estimate_tokens(request_chars), estimate_tokens(response.text.chars().count()), true),
         };
-        let cost_usd = response.cost_usd.or_else(|| self.plan.price.map(|p| p.cost(tokens_in, tokens_out)));
+        let (model, price) = self.plan.proposer(self.proposer);
+        let model = model.to_owned();
+        let cost_usd = response.cost_usd.or_else(|| price.map(|p| p.cost(tokens_in, tokens_out)));
+        let judge_cost_usd = verdict.as_ref().and_then(|v| v.cost_usd);
         let (status, score, issues) = match (&candidate.artifact, verdict) {
             (Some(_), Some(v)) => {
                 let ok = v.score.get() >= self.threshold && !v.issues.iter().any(Issue::is_error);
@@ -502,9 +551,12 @@ impl Engine {
             tokens_out,
             tokens_estimated,
             cost_usd,
+            judge_cost_usd,
             wall_ms,
             finish_reason: response.finish_reason,
             repeat_of,
+            model: Some(model),
+            temperature: self.temperature,
         }
     }
 
@@ -534,9 +586,21 @@ impl Engine {
             self.halt = decision;
         }
         if self.halt.is_none() {
+            if record.repeat_of.is_some() {
+                self.vary();
+            }
             self.prepare_feedback(&record);
         }
         self.history.push(record);
+    }
+
+    /// After a repeated answer: a higher temperature, and the next fallback model if any.
+    fn vary(&mut self) {
+        let base = self.temperature.unwrap_or(BASE_TEMPERATURE);
+        self.temperature = Some((base + self.plan.temperature_step).min(1.0));
+        if self.proposer < self.plan.fallbacks.len() {
+            self.proposer += 1;
+        }
     }
 
     fn prepare_feedback(&mut self, record: &AttemptRecord) {
@@ -602,6 +666,7 @@ impl Engine {
             tokens_in: self.history.iter().map(|a| a.tokens_in).sum(),
             tokens_out: self.history.iter().map(|a| a.tokens_out).sum(),
             tokens_estimated: self.history.iter().any(|a| a.tokens_estimated),
+            judge_cost_usd: self.history.iter().filter_map(|a| a.judge_cost_usd).reduce(|a, b| a + b),
             cost_usd: if self.history.is_empty() {
                 self.plan.price.map(|_| 0.0)
             } else {

@@ -39,6 +39,9 @@ pub struct Issue {
     pub expected: Option<Box<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub found: Option<Box<Value>>,
+    /// The evaluator that raised it (`schema`, `kind:fill`, `exec`, `score`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluator: Option<String>,
 }
 
 impl Issue {
@@ -51,6 +54,7 @@ impl Issue {
             severity: None,
             expected: None,
             found: None,
+            evaluator: None,
         }
     }
 

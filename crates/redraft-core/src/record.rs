@@ -47,12 +47,21 @@ pub struct AttemptRecord {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tokens_estimated: bool,
     pub cost_usd: Option<f64>,
+    /// What judging this attempt cost (LLM judges); not counted against the budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_cost_usd: Option<f64>,
     pub wall_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<FinishReason>,
     /// The earlier attempt this one repeats (same canonical artifact).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat_of: Option<u32>,
+    /// The `provider/model` that proposed (it changes when fallback models are configured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The sampling temperature sent, when one was set (it rises after a repeated answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
 }
 
 /// Whether a run succeeded.
@@ -81,6 +90,9 @@ pub struct Metrics {
     pub tokens_estimated: bool,
     /// Unknown (null) when the price of the model is unknown.
     pub cost_usd: Option<f64>,
+    /// What LLM judges cost, reported apart from `cost_usd` (and not counted against budgets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_cost_usd: Option<f64>,
 }
 
 /// A recurring issue: the same path and code in several attempts.

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use redraft_core::{
     ArtifactSource, AttemptEnd, AttemptOutcome, Candidate, Ceilings, ChatProvider, ChatRequest, ChatResponse, Engine,
-    EvalInput, Evaluator, Interruption, Mode, Next, Plan, Policy, Price, PromptStyle, ProviderError, RetryDecision,
-    RetryPolicy, RunObserver, RunResult, Strategy, Task, Templates, Verdict,
+    EvalInput, Evaluator, Fallback, Interruption, Mode, Next, Plan, Policy, Price, PromptStyle, ProviderError,
+    RetryDecision, RetryPolicy, RunObserver, RunResult, Strategy, Task, Templates, Verdict,
 };
 use serde_json::Value;
 use tokio::time::Instant;
@@ -21,7 +21,8 @@ use crate::model::Model;
 /// [`Runner::run`] is one independent run.
 #[derive(Debug, Clone)]
 pub struct Runner {
-    provider: Arc<dyn ChatProvider>,
+    /// The primary proposer, then the fallbacks in order.
+    proposers: Vec<Arc<dyn ChatProvider>>,
     evaluators: Vec<Arc<dyn Evaluator>>,
     /// Every setting of a run; each run copies it and sets its task.
     template: Plan,
@@ -35,6 +36,7 @@ pub struct Runner {
 #[derive(Debug)]
 pub struct RunnerBuilder {
     provider: Option<Arc<dyn ChatProvider>>,
+    fallbacks: Vec<Arc<dyn ChatProvider>>,
     evaluators: Vec<Arc<dyn Evaluator>>,
     schema: Option<Result<Value, ConfigError>>,
     template: Plan,
@@ -47,6 +49,7 @@ impl Default for RunnerBuilder {
     fn default() -> Self {
         Self {
             provider: None,
+            fallbacks: Vec::new(),
             evaluators: Vec::new(),
             schema: None,
             template: Plan::new(Task::default(), ""),
@@ -70,6 +73,19 @@ impl RunnerBuilder {
     /// Propose with any [`ChatProvider`].
     pub fn provider(mut self, provider: Arc<dyn ChatProvider>) -> Self {
         self.provider = Some(provider);
+        self
+    }
+
+    /// After a repeated answer, switch to this model (several: in the order given).
+    pub fn fallback(mut self, model: &Model) -> Self {
+        self.template.fallbacks.push(Fallback { model: model.name().to_owned(), price: model.price });
+        self.fallbacks.push(model.provider.clone());
+        self
+    }
+
+    /// How much the temperature rises after a repeated answer (capped at 1.0). By default, 0.3.
+    pub fn temperature_step(mut self, step: f32) -> Self {
+        self.template.temperature_step = step;
         self
     }
 
@@ -212,8 +228,10 @@ impl RunnerBuilder {
         self.template.scoring = self.evaluators.iter().any(|e| e.scoring());
         self.template.model = provider.name().to_owned();
         self.retry.max_retries = self.template.policy.transport_retries;
+        let mut proposers = vec![provider];
+        proposers.extend(self.fallbacks);
         let runner = Runner {
-            provider,
+            proposers,
             evaluators: self.evaluators,
             template: self.template,
             retry: self.retry,
@@ -239,9 +257,9 @@ impl Runner {
         RunnerBuilder::default()
     }
 
-    /// The proposer's `provider/model` name.
+    /// The primary proposer's `provider/model` name.
     pub fn model_name(&self) -> &str {
-        self.provider.name()
+        self.template.model.as_str()
     }
 
     /// The plan a run of `task` follows.
@@ -263,7 +281,7 @@ impl Runner {
 
     pub(crate) async fn run_inner(&self, task: Task, cancel: CancellationToken) -> Result<Finished, ConfigError> {
         let run_id = uuid::Uuid::now_v7().to_string();
-        let span = info_span!("run", run_id = %run_id, model = %self.provider.name());
+        let span = info_span!("run", run_id = %run_id, model = %self.template.model);
         self.drive(run_id, task, cancel).instrument(span).await
     }
 
@@ -278,16 +296,18 @@ impl Runner {
             if cancel.is_cancelled() {
                 engine.cancel();
             }
-            let (iteration, request) = match engine.next(start.elapsed()) {
+            let (iteration, request, proposer) = match engine.next(start.elapsed()) {
                 Next::Halt(_) => break,
-                Next::Attempt { iteration, request } => (iteration, request),
+                Next::Attempt { iteration, request, proposer } => (iteration, request, proposer),
             };
             for o in &self.observers {
                 o.attempt_started(&run_id, iteration).await;
             }
             let t0 = Instant::now();
-            let attempt =
-                self.attempt(&engine, iteration, &request, &context).instrument(info_span!("attempt", iteration));
+            let provider = self.proposers.get(proposer).or(self.proposers.first()).cloned();
+            let attempt = self
+                .attempt(provider, &engine, iteration, &request, &context)
+                .instrument(info_span!("attempt", iteration, proposer));
             let wall = async {
                 match deadline {
                     Some(d) => tokio::time::sleep_until(d).await,
@@ -334,12 +354,14 @@ impl Runner {
     /// One attempt: propose (with transport retries), extract, evaluate.
     async fn attempt(
         &self,
+        provider: Option<Arc<dyn ChatProvider>>,
         engine: &Engine,
         iteration: u32,
         request: &ChatRequest,
         context: &Value,
     ) -> Result<AttemptEnd, ProviderError> {
-        let response = self.propose(request).await?;
+        let provider = provider.ok_or_else(|| ProviderError::Failed { message: "no proposer is configured".into() })?;
+        let response = self.propose(provider.as_ref(), request).await?;
         let candidate = match &self.artifact_source {
             None => engine.candidate(&response.text),
             Some(source) => match source.artifact(&response.text, iteration).await {
@@ -360,10 +382,10 @@ impl Runner {
 
     /// Call the proposer, retrying transport failures as the retry policy decides. Retries
     /// are not attempts.
-    async fn propose(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+    async fn propose(&self, provider: &dyn ChatProvider, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
         let mut retries = 0;
         loop {
-            match self.provider.complete(request).await {
+            match provider.complete(request).await {
                 Ok(response) => return Ok(response),
                 Err(error) => match self.retry.decide(retries, &error, fastrand::f64()) {
                     RetryDecision::Retry { after } => {
@@ -381,7 +403,13 @@ impl Runner {
         let input = EvalInput { artifact, context, iteration };
         let mut outcomes = Vec::with_capacity(self.evaluators.len());
         for evaluator in &self.evaluators {
-            outcomes.push(evaluator.evaluate(input).await);
+            let outcome = evaluator.evaluate(input).await.map(|mut verdict| {
+                for issue in &mut verdict.issues {
+                    issue.evaluator.get_or_insert_with(|| evaluator.name().to_owned());
+                }
+                verdict
+            });
+            outcomes.push(outcome);
         }
         redraft_core::evaluator::combine(outcomes)
     }

@@ -195,7 +195,7 @@ fn a_timed_out_attempt_counts_and_the_same_request_is_sent_again() {
     assert_eq!(rec.issues[0].code, "timeout");
     assert_eq!(rec.issues[0].message, "the attempt took longer than 120s and was stopped");
     assert_eq!(e.request().messages, before.messages, "the same conversation is sent again");
-    let Next::Attempt { iteration, request } = e.next(Duration::ZERO) else { panic!() };
+    let Next::Attempt { iteration, request, .. } = e.next(Duration::ZERO) else { panic!() };
     assert_eq!((iteration, request.iteration, request.max_iterations), (2, 2, 3));
 }
 
@@ -249,4 +249,63 @@ fn text_mode_evaluates_the_raw_text() {
     let r = finish(e);
     assert_eq!(r.artifact, Some(json!("a haiku")));
     assert_eq!(r.history[1].extraction, None);
+}
+
+#[test]
+fn a_repeat_raises_the_temperature_and_switches_to_the_next_fallback_model() {
+    let mut p = plan();
+    p.policy.repeat_limit = 3;
+    p.policy.max_iterations = 4;
+    p.fallbacks = vec![
+        redraft_core::Fallback { model: "mock/bigger".into(), price: None },
+        redraft_core::Fallback { model: "mock/biggest".into(), price: None },
+    ];
+    let mut e = Engine::new(p).unwrap();
+    let first = answer(&mut e, r#"{"city": "Louisville"}"#, city_check).unwrap();
+    assert_eq!((first.model.as_deref(), first.temperature), (Some("mock/test"), None));
+    answer(&mut e, r#"{"city": "Louisville"}"#, city_check);
+    let Next::Attempt { request, proposer, .. } = e.next(Duration::ZERO) else { panic!() };
+    assert_eq!((proposer, request.temperature), (1, Some(0.5)));
+    let third = answer(&mut e, r#"{"city": "Dayton"}"#, city_check).unwrap();
+    assert_eq!((third.model.as_deref(), third.temperature), (Some("mock/bigger"), Some(0.5)));
+    // no repeat, no change
+    let Next::Attempt { request, proposer, .. } = e.next(Duration::ZERO) else { panic!() };
+    assert_eq!((proposer, request.temperature), (1, Some(0.5)));
+}
+
+#[test]
+fn the_temperature_rise_is_capped_and_a_budget_needs_every_fallback_price() {
+    let mut p = plan();
+    p.temperature = Some(0.9);
+    p.policy.repeat_limit = 0;
+    let mut e = Engine::new(p).unwrap();
+    answer(&mut e, r#"{"city": "X"}"#, city_check);
+    answer(&mut e, r#"{"city": "X"}"#, city_check);
+    assert_eq!(e.request().temperature, Some(1.0));
+
+    let mut p = plan();
+    p.price = Some(Price { input_usd_per_mtok: 1.0, output_usd_per_mtok: 1.0 });
+    p.policy.max_budget_usd = Some(1.0);
+    p.fallbacks = vec![redraft_core::Fallback { model: "mock/unpriced".into(), price: None }];
+    let err = Engine::new(p).unwrap_err().to_string();
+    assert!(err.contains("`mock/unpriced`"), "{err}");
+}
+
+#[test]
+fn judge_costs_are_reported_apart_and_not_counted_against_the_budget() {
+    let mut p = plan();
+    p.price = Some(Price { input_usd_per_mtok: 1.0, output_usd_per_mtok: 1.0 });
+    p.policy.max_budget_usd = Some(0.01);
+    p.policy.repeat_limit = 0;
+    let mut e = Engine::new(p).unwrap();
+    let judged = |_: &serde_json::Value| Verdict {
+        cost_usd: Some(5.0),
+        ..Verdict::from_issues(vec![redraft_core::Issue::new("", "grade", "meh")])
+    };
+    let rec = answer_with(&mut e, r#"{"a": 1}"#, Some(Usage { input_tokens: 100, output_tokens: 10 }), judged).unwrap();
+    assert_eq!(rec.judge_cost_usd, Some(5.0));
+    assert!(matches!(e.next(Duration::ZERO), Next::Attempt { .. }), "a $5 judge does not spend the $0.01 budget");
+    let r = finish(e);
+    assert_eq!(r.metrics.judge_cost_usd, Some(5.0));
+    assert!(r.metrics.cost_usd.unwrap() < 0.001);
 }

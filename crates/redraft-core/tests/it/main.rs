@@ -52,7 +52,7 @@ pub fn answer_with(
     usage: Option<Usage>,
     check: impl Fn(&Value) -> Verdict,
 ) -> Option<redraft_core::AttemptRecord> {
-    let Next::Attempt { iteration, request } = engine.next(Duration::ZERO) else {
+    let Next::Attempt { iteration, request, .. } = engine.next(Duration::ZERO) else {
         return None;
     };
     let candidate = engine.candidate(raw);

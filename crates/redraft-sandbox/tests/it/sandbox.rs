@@ -151,8 +151,10 @@ async fn network_off_cannot_reach_a_listener_on_loopback() {
 
 #[tokio::test]
 async fn a_read_only_root_leaves_only_the_workdir_and_tmp_writable() {
-    // Not under /tmp, which becomes a private tmpfs in the sandbox.
-    let outer = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // Not under /tmp, which becomes a private tmpfs in the sandbox (a checkout may itself live
+    // under /tmp, so the target directory is not always good enough).
+    let base = Some(env!("CARGO_TARGET_TMPDIR")).filter(|d| !d.starts_with("/tmp")).unwrap_or("/var/tmp");
+    let outer = tempfile::tempdir_in(base).unwrap();
     let work = outer.path().join("work");
     std::fs::create_dir(&work).unwrap();
     let exposed = tempdir();

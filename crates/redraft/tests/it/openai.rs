@@ -249,7 +249,8 @@ async fn the_result_json_has_exactly_the_spec_shape() {
           "tokens_out": 20,
           "cost_usd": null,
           "wall_ms": "[ms]",
-          "finish_reason": "stop"
+          "finish_reason": "stop",
+          "model": "openai/fake"
         },
         {
           "iteration": 2,
@@ -266,7 +267,8 @@ async fn the_result_json_has_exactly_the_spec_shape() {
           "tokens_out": 20,
           "cost_usd": null,
           "wall_ms": "[ms]",
-          "finish_reason": "stop"
+          "finish_reason": "stop",
+          "model": "openai/fake"
         }
       ],
       "escalation": null
