@@ -1,0 +1,187 @@
+//! `http:URL`: an HTTP validator judges the artifact. POST `{kind?, artifact, context}`;
+//! 200 passes (the body is the report), 422 rejects with the issues in the body — either
+//! `{"issues": [...]}` or a gateway-style `{"error": "...", ...}` — and anything else (another
+//! status, a timeout, a refused connection) means the validator broke: `evaluator_error`.
+
+use std::time::Duration;
+
+use redraft_core::{EvalInput, Evaluator, EvaluatorError, Issue, Severity, Verdict};
+use serde_json::{Value, json};
+
+/// The issue code of a rejection that names no code of its own.
+pub const HTTP_REJECTED: &str = "http_rejected";
+
+/// An HTTP validator.
+#[derive(Debug, Clone)]
+pub struct HttpEvaluator {
+    url: String,
+    kind: Option<String>,
+    client: reqwest::Client,
+}
+
+impl HttpEvaluator {
+    /// POST to `url`; `kind` is sent along when the run has one. Requests time out after
+    /// `timeout`.
+    pub fn new(url: impl Into<String>, kind: Option<String>, timeout: Duration) -> Result<Self, EvaluatorError> {
+        let url = url.into();
+        let client = reqwest::Client::builder().timeout(timeout).build().map_err(|e| EvaluatorError::Failed {
+            evaluator: format!("http:{url}"),
+            message: format!("cannot build an HTTP client: {e}"),
+        })?;
+        Ok(Self { url, kind, client })
+    }
+
+    fn failed(&self, message: String) -> EvaluatorError {
+        EvaluatorError::Failed { evaluator: format!("http:{}", self.url), message }
+    }
+}
+
+/// Issues from a 422 body: `{"issues": [...]}` (objects or strings), `{"error": "…"}` (with
+/// `details`/`errors` lists when present), or, failing both, the body as one issue.
+pub fn issues_from_body(body: &Value, text: &str) -> Vec<Issue> {
+    let list = body.get("issues").or_else(|| body.get("errors")).or_else(|| body.get("details"));
+    if let Some(Value::Array(items)) = list {
+        let issues: Vec<Issue> = items.iter().map(issue_from_item).collect();
+        if !issues.is_empty() {
+            return issues;
+        }
+    }
+    match body.get("error") {
+        Some(Value::String(message)) => {
+            let path = body.get("path").and_then(Value::as_str).unwrap_or_default();
+            let code = body.get("code").and_then(Value::as_str).unwrap_or(HTTP_REJECTED);
+            vec![Issue::new(path, code, message.clone())]
+        }
+        Some(err @ Value::Object(_)) => vec![issue_from_item(err)],
+        _ => {
+            let text = text.trim();
+            let message = if text.is_empty() { "the validator rejected the artifact (HTTP 422)" } else { text };
+            vec![Issue::new("", HTTP_REJECTED, message)]
+        }
+    }
+}
+
+fn issue_from_item(item: &Value) -> Issue {
+    match item {
+        Value::String(message) => Issue::new("", HTTP_REJECTED, message.clone()),
+        Value::Object(o) => {
+            let text = |keys: &[&str]| keys.iter().find_map(|k| o.get(*k).and_then(Value::as_str)).map(str::to_owned);
+            let mut issue = Issue::new(
+                text(&["path", "pointer", "field", "loc"]).unwrap_or_default(),
+                text(&["code", "type", "keyword"]).unwrap_or_else(|| HTTP_REJECTED.to_owned()),
+                text(&["message", "msg", "error", "detail"]).unwrap_or_else(|| item.to_string()),
+            );
+            issue.severity = match text(&["severity"]).as_deref() {
+                Some("warning") => Some(Severity::Warning),
+                Some("info") => Some(Severity::Info),
+                _ => None,
+            };
+            issue.expected = o.get("expected").cloned().map(Box::new);
+            issue.found = o.get("found").or_else(|| o.get("actual")).cloned().map(Box::new);
+            issue
+        }
+        other => Issue::new("", HTTP_REJECTED, other.to_string()),
+    }
+}
+
+#[async_trait::async_trait]
+impl Evaluator for HttpEvaluator {
+    fn name(&self) -> &str {
+        "http"
+    }
+
+    async fn evaluate(&self, input: EvalInput<'_>) -> Result<Verdict, EvaluatorError> {
+        let mut body = json!({"artifact": input.artifact, "context": input.context});
+        if let Some(kind) = &self.kind {
+            body["kind"] = json!(kind);
+        }
+        let started = std::time::Instant::now();
+        let response = self.client.post(&self.url).json(&body).send().await.map_err(|e| {
+            self.failed(if e.is_timeout() { "timed out".to_owned() } else { format!("cannot reach it: {e}") })
+        })?;
+        let status = response.status().as_u16();
+        let text = response.text().await.map_err(|e| self.failed(format!("cannot read its answer: {e}")))?;
+        let wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        match status {
+            200 => Ok(Verdict { wall_ms, ..Verdict::pass() }),
+            422 => {
+                let parsed: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                Ok(Verdict { wall_ms, ..Verdict::from_issues(issues_from_body(&parsed, &text)) })
+            }
+            other => {
+                let (snippet, _) = redraft_core::prompt::truncate_chars(text.trim(), 300);
+                Err(self.failed(format!("answered HTTP {other} (expected 200 or 422): {snippet}")))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_both_body_shapes() {
+        let issues = issues_from_body(
+            &json!({"issues": [{"path": "/city", "code": "city", "message": "wrong city"}, "also this"]}),
+            "",
+        );
+        let got: Vec<(&str, &str, &str)> =
+            issues.iter().map(|i| (i.path.as_str(), i.code.as_str(), i.message.as_str())).collect();
+        assert_eq!(got, [("/city", "city", "wrong city"), ("", HTTP_REJECTED, "also this")]);
+
+        let issues = issues_from_body(
+            &json!({"error": "city 'Louisville' doesn't match contract city 'Toledo'", "code": "rule:city"}),
+            "",
+        );
+        assert_eq!(issues[0].code, "rule:city");
+        assert_eq!(issues[0].message, "city 'Louisville' doesn't match contract city 'Toledo'");
+
+        let issues = issues_from_body(
+            &json!({"error": "invalid fill", "details": [{"field": "/fills/0", "msg": "unknown worker"}]}),
+            "",
+        );
+        assert_eq!((issues[0].path.as_str(), issues[0].message.as_str()), ("/fills/0", "unknown worker"));
+
+        let issues = issues_from_body(&Value::Null, "plain text reason");
+        assert_eq!(issues[0].message, "plain text reason");
+    }
+
+    async fn judge(status: u16, body: &str, delay_ms: u64) -> Result<Verdict, EvaluatorError> {
+        use wiremock::matchers::{body_partial_json, method};
+        let server = wiremock::MockServer::start().await;
+        wiremock::Mock::given(method("POST"))
+            .and(body_partial_json(json!({"kind": "fill", "artifact": {"a": 1}, "context": {"city": "Toledo"}})))
+            .respond_with(
+                wiremock::ResponseTemplate::new(status)
+                    .set_body_string(body)
+                    .set_delay(Duration::from_millis(delay_ms)),
+            )
+            .mount(&server)
+            .await;
+        let ev =
+            HttpEvaluator::new(format!("{}/check", server.uri()), Some("fill".into()), Duration::from_millis(500))?;
+        let context = json!({"city": "Toledo"});
+        ev.evaluate(EvalInput { artifact: &json!({"a": 1}), context: &context, iteration: 1 }).await
+    }
+
+    #[tokio::test]
+    async fn statuses_decide_the_verdict() {
+        assert!(judge(200, "{\"ok\": true}", 0).await.unwrap().passed);
+        let v = judge(422, r#"{"error": "city 'Louisville' doesn't match contract city 'Toledo'"}"#, 0).await.unwrap();
+        assert!(!v.passed);
+        assert_eq!(v.issues[0].message, "city 'Louisville' doesn't match contract city 'Toledo'");
+        let err = judge(500, "boom", 0).await.unwrap_err().to_string();
+        assert!(err.contains("HTTP 500") && err.contains("boom"), "{err}");
+        let err = judge(200, "{}", 2000).await.unwrap_err().to_string();
+        assert!(err.contains("timed out"), "{err}");
+        // nothing listens there
+        let ev = HttpEvaluator::new("http://127.0.0.1:9/nothing", None, Duration::from_millis(500)).unwrap();
+        let err = ev
+            .evaluate(EvalInput { artifact: &json!(1), context: &Value::Null, iteration: 1 })
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("cannot reach it"), "{err}");
+    }
+}
