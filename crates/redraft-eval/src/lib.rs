@@ -6,7 +6,11 @@
 //! exist) fails at construction, so a bad evaluator never costs a model call.
 
 pub mod exec;
+pub mod http;
+pub mod judge;
 pub mod schema;
 
 pub use exec::ExecEvaluator;
+pub use http::HttpEvaluator;
+pub use judge::JudgeEvaluator;
 pub use schema::{SchemaError, SchemaEvaluator};
