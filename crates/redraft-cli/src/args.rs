@@ -33,6 +33,17 @@ pub enum Command {
     Until(UntilArgs),
     /// Decide the next step of an iteration: proceed, retry (with feedback) or escalate.
     Decide(DecideArgs),
+    /// Show the configuration: the commented defaults, or what is in force here.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the default redraft.toml, every key commented.
+    Default,
+    /// Print the configuration in force here (files and REDRAFT_* variables merged).
+    Show,
 }
 
 #[derive(Debug, Args)]

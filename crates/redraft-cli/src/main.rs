@@ -35,6 +35,7 @@ fn main() -> ExitCode {
             Command::Extract(args) => commands::extract::run(args),
             Command::Validate(args) => commands::validate::run(args),
             Command::Until(args) => until::run(args, cli.config.as_deref()).await,
+            Command::Config(which) => commands::config::run(which, cli.config.as_deref()),
             Command::Decide(args) => commands::decide::run(args, cli.config.as_deref()),
         }
     });

@@ -7,10 +7,15 @@
 //! transport failures precisely (429 with its `Retry-After`, 5xx, timeouts, refused
 //! connections) so that the decision can be made.
 
+pub mod anthropic;
 pub mod command;
+mod http;
 pub mod mock;
+pub mod ollama;
 pub mod openai;
 
+pub use anthropic::{AnthropicConfig, AnthropicProvider};
 pub use command::{AgentCommand, CommandProvider};
 pub use mock::{MockProvider, MockReply, ScriptError};
+pub use ollama::{OllamaConfig, OllamaProvider};
 pub use openai::{OpenAiConfig, OpenAiProvider};

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::http;
 use redraft_core::{ChatProvider, ChatRequest, ChatResponse, FinishReason, ProviderError, Role, Usage};
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
@@ -39,11 +40,7 @@ pub struct OpenAiProvider {
 impl OpenAiProvider {
     /// A client for `config`.
     pub fn new(config: OpenAiConfig) -> Result<Self, ProviderError> {
-        let client = reqwest::Client::builder()
-            .timeout(config.request_timeout)
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| ProviderError::Failed { message: format!("cannot build an HTTP client: {e}") })?;
+        let client = http::client(config.request_timeout)?;
         let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
         Ok(Self { config, url, client })
     }
@@ -63,7 +60,7 @@ impl OpenAiProvider {
             .collect();
         let mut body = json!({"model": self.config.model, "messages": messages});
         if let Some(t) = request.temperature {
-            body["temperature"] = json!(t);
+            body["temperature"] = http::temperature(t);
         }
         if let Some(m) = request.max_tokens {
             body["max_tokens"] = json!(m);
@@ -72,14 +69,7 @@ impl OpenAiProvider {
     }
 
     fn transport_error(&self, e: &reqwest::Error) -> ProviderError {
-        let url = self.url.clone();
-        if e.is_timeout() {
-            ProviderError::Timeout { url }
-        } else if e.is_connect() || e.is_request() {
-            ProviderError::Connect { url, message: root_cause(e) }
-        } else {
-            ProviderError::InvalidResponse { url, message: root_cause(e) }
-        }
+        http::transport_error(&self.url, e)
     }
 
     fn status_error(&self, status: StatusCode, headers: &HeaderMap, body: &str) -> ProviderError {
@@ -89,33 +79,8 @@ impl OpenAiProvider {
             401 | 403 => {
                 ProviderError::Unauthorized { url, status: status.as_u16(), key_env: self.config.api_key_env.clone() }
             }
-            code => ProviderError::Status { url, status: code, body: snippet(body) },
+            code => ProviderError::Status { url, status: code, body: http::error_summary(body) },
         }
-    }
-}
-
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause: &dyn std::error::Error = e;
-    while let Some(next) = cause.source() {
-        cause = next;
-    }
-    cause.to_string()
-}
-
-fn snippet(body: &str) -> String {
-    let text = body.trim();
-    // Prefer the server's own error message.
-    let message = serde_json::from_str::<Value>(text).ok().and_then(|v| {
-        v.pointer("/error/message")
-            .or_else(|| v.get("error"))
-            .or_else(|| v.get("message"))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    });
-    let text = message.unwrap_or_else(|| text.to_owned());
-    match text.char_indices().nth(300) {
-        Some((i, _)) => format!("{}…", &text[..i]),
-        None => text,
     }
 }
 
@@ -174,7 +139,7 @@ impl ChatProvider for OpenAiProvider {
         }
         let body: Value = serde_json::from_str(&text).map_err(|e| ProviderError::InvalidResponse {
             url: self.url.clone(),
-            message: format!("not JSON ({e}): {}", snippet(&text)),
+            message: format!("not JSON ({e}): {}", http::error_summary(&text)),
         })?;
         parse_completion(&body).map_err(|message| ProviderError::InvalidResponse { url: self.url.clone(), message })
     }
@@ -217,8 +182,8 @@ mod tests {
 
     #[test]
     fn error_bodies_are_summarised() {
-        assert_eq!(snippet(r#"{"error": {"message": "model not found"}}"#), "model not found");
-        assert_eq!(snippet("plain"), "plain");
-        assert!(snippet(&"x".repeat(1000)).ends_with('…'));
+        assert_eq!(http::error_summary(r#"{"error": {"message": "model not found"}}"#), "model not found");
+        assert_eq!(http::error_summary("plain"), "plain");
+        assert!(http::error_summary(&"x".repeat(1000)).ends_with('…'));
     }
 }

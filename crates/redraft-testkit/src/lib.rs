@@ -12,6 +12,9 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 pub use wiremock::ResponseTemplate as Reply;
 
+pub mod anthropic;
+pub mod ollama;
+
 struct Script(Mutex<VecDeque<ResponseTemplate>>);
 
 impl Respond for Script {

@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use redraft_core::decide::DecideSettings;
 use redraft_core::{ChatProvider, Policy, Price, PromptStyle};
-use redraft_providers::{AgentCommand, CommandProvider, MockProvider, OpenAiConfig, OpenAiProvider, openai};
+use redraft_providers::{
+    AgentCommand, AnthropicConfig, AnthropicProvider, CommandProvider, MockProvider, OllamaConfig, OllamaProvider,
+    OpenAiConfig, OpenAiProvider, anthropic, ollama, openai,
+};
 use redraft_sandbox::Sandbox;
 use serde::{Deserialize, Serialize};
 
@@ -16,17 +19,26 @@ use crate::error::ConfigError;
 use crate::model::Model;
 
 /// The whole config file. Every key is optional.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// `provider/model` used when a request names none.
     pub default_model: Option<String>,
+    /// The model of `score:` and `llm:` judges. By default, none (those evaluators then refuse
+    /// to start).
+    pub judge_model: Option<String>,
+    /// Models to switch to, in order, each time an answer repeats an earlier one.
+    pub fallback_models: Vec<String>,
+    /// How much the temperature rises after a repeated answer (capped at 1.0). By default, 0.3.
+    pub temperature_step: f32,
+    /// Where kinds live (`kinds/NAME/kind.toml`). By default, `./kinds`.
+    pub kinds_dir: PathBuf,
     /// Halting rules (SPEC 4).
     pub policy: Policy,
     /// How the expected shape is shown: `schema`, `example` or `both`. By default, `both`.
     pub prompt_style: PromptStyle,
     /// Longest echo of a previous submission in feedback. By default, 4000.
-    pub feedback_max_chars: Option<usize>,
+    pub feedback_max_chars: usize,
     /// Sampling temperature. By default, the provider's.
     pub temperature: Option<f32>,
     /// Output token limit per attempt. By default, the provider's.
@@ -40,6 +52,60 @@ pub struct Config {
     /// Named sandbox specs for `exec:` evaluators and command proposers (`[sandboxes.NAME]`).
     pub sandboxes: BTreeMap<String, Sandbox>,
 }
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            default_model: None,
+            judge_model: None,
+            fallback_models: Vec::new(),
+            temperature_step: 0.3,
+            kinds_dir: PathBuf::from("kinds"),
+            policy: Policy::default(),
+            prompt_style: PromptStyle::Both,
+            feedback_max_chars: 4000,
+            temperature: None,
+            max_tokens: None,
+            providers: BTreeMap::new(),
+            models: BTreeMap::new(),
+            decide: DecideSettings::default(),
+            sandboxes: BTreeMap::new(),
+        }
+    }
+}
+
+/// The commented default configuration (`redraft config default`).
+pub const DEFAULT_CONFIG: &str = include_str!("default.toml");
+
+/// Keys that `REDRAFT_<KEY>` environment variables override, and where they live.
+const ENV_KEYS: &[(&str, &[&str])] = &[
+    ("default_model", &["default_model"]),
+    ("model", &["default_model"]),
+    ("judge_model", &["judge_model"]),
+    ("fallback_models", &["fallback_models"]),
+    ("temperature_step", &["temperature_step"]),
+    ("kinds_dir", &["kinds_dir"]),
+    ("prompt_style", &["prompt_style"]),
+    ("feedback_max_chars", &["feedback_max_chars"]),
+    ("temperature", &["temperature"]),
+    ("max_tokens", &["max_tokens"]),
+    ("max_iterations", &["policy", "max_iterations"]),
+    ("success_threshold", &["policy", "success_threshold"]),
+    ("threshold", &["policy", "success_threshold"]),
+    ("patience", &["policy", "patience"]),
+    ("max_budget_usd", &["policy", "max_budget_usd"]),
+    ("max_wall_time", &["policy", "max_wall_time"]),
+    ("attempt_timeout", &["policy", "attempt_timeout"]),
+    ("repeat_limit", &["policy", "repeat_limit"]),
+    ("transport_retries", &["policy", "transport_retries"]),
+    ("auto_retry_on_test_fail", &["decide", "auto_retry_on_test_fail"]),
+    ("auto_retry_on_review_reject", &["decide", "auto_retry_on_review_reject"]),
+    ("escalation_includes_diff", &["decide", "escalation_includes_diff"]),
+    ("feedback_max_length", &["decide", "feedback_max_length"]),
+];
+
+/// `REDRAFT_*` variables that are not config keys (the config path; what agents are given).
+const ENV_NOT_KEYS: &[&str] = &["config", "prompt_file", "iteration"];
 
 /// The provider types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,58 +147,48 @@ impl Config {
         toml::from_str(text).map_err(|e| ConfigError::Parse { path: origin.to_owned(), message: e.to_string() })
     }
 
-    /// Read a config file.
+    /// Read one config file (no layering).
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
         let text =
             std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
         Self::parse(&text, path)
     }
 
-    /// The config file to use: `explicit` (an error if missing), else `$REDRAFT_CONFIG`,
-    /// `./redraft.toml`, `$XDG_CONFIG_HOME/redraft/redraft.toml` (or `~/.config/…`); none is
-    /// fine and gives the defaults.
-    pub fn discover(explicit: Option<&Path>) -> Result<(Self, Option<PathBuf>), ConfigError> {
-        if let Some(path) = explicit {
-            return Ok((Self::from_file(path)?, Some(path.to_owned())));
-        }
-        if let Some(path) = std::env::var_os("REDRAFT_CONFIG").filter(|p| !p.is_empty()) {
-            let path = PathBuf::from(path);
-            return Ok((Self::from_file(&path)?, Some(path)));
-        }
+    /// Load the configuration in layers, later ones overriding earlier ones key by key:
+    /// `$XDG_CONFIG_HOME/redraft/redraft.toml` (or `~/.config/…`), then `explicit` (an error
+    /// if missing) or `$REDRAFT_CONFIG` or `./redraft.toml`, then `REDRAFT_<KEY>` environment
+    /// variables. Each file is checked on its own first, so an error names its file and key.
+    pub fn load(explicit: Option<&Path>) -> Result<Self, ConfigError> {
+        let mut files = Vec::new();
         let xdg = std::env::var_os("XDG_CONFIG_HOME")
             .filter(|p| !p.is_empty())
             .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
-        let candidates =
-            std::iter::once(PathBuf::from("redraft.toml")).chain(xdg.map(|d| d.join("redraft").join("redraft.toml")));
-        for path in candidates {
-            if path.is_file() {
-                return Ok((Self::from_file(&path)?, Some(path)));
-            }
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+            .map(|d| d.join("redraft").join("redraft.toml"));
+        if let Some(path) = xdg.filter(|p| p.is_file()) {
+            files.push(path);
         }
-        Ok((Self::default(), None))
-    }
-
-    /// Apply `REDRAFT_*` environment overrides for the top-level keys.
-    pub fn apply_env(&mut self) -> Result<(), ConfigError> {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        if let Some(v) = var("REDRAFT_DEFAULT_MODEL").or_else(|| var("REDRAFT_MODEL")) {
-            self.default_model = Some(v);
+        match (explicit, std::env::var_os("REDRAFT_CONFIG").filter(|p| !p.is_empty())) {
+            (Some(path), _) => files.push(path.to_owned()),
+            (None, Some(path)) => files.push(PathBuf::from(path)),
+            (None, None) if Path::new("redraft.toml").is_file() => files.push(PathBuf::from("redraft.toml")),
+            (None, None) => {}
         }
-        let bad = |key: &str, v: &str, want: &str| ConfigError::Invalid {
-            key: key.into(),
-            message: format!("`{v}` is not {want}"),
-        };
-        if let Some(v) = var("REDRAFT_MAX_ITERATIONS") {
-            self.policy.max_iterations = v.parse().map_err(|_| bad("REDRAFT_MAX_ITERATIONS", &v, "a whole number"))?;
+        let mut merged = toml::Table::new();
+        for path in &files {
+            let text =
+                std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+            let table: toml::Table = text
+                .parse()
+                .map_err(|e: toml::de::Error| ConfigError::Parse { path: path.clone(), message: e.to_string() })?;
+            Self::parse(&text, path)?;
+            merge(&mut merged, table);
         }
-        if let Some(v) = var("REDRAFT_TEMPERATURE") {
-            self.temperature = Some(v.parse().map_err(|_| bad("REDRAFT_TEMPERATURE", &v, "a number"))?);
-        }
-        if let Some(v) = var("REDRAFT_MAX_TOKENS") {
-            self.max_tokens = Some(v.parse().map_err(|_| bad("REDRAFT_MAX_TOKENS", &v, "a whole number"))?);
-        }
-        Ok(())
+        merge(&mut merged, env_table()?);
+        Config::deserialize(toml::Value::Table(merged)).map_err(|e| ConfigError::Parse {
+            path: files.last().cloned().unwrap_or_else(|| PathBuf::from("REDRAFT_* environment variables")),
+            message: e.to_string(),
+        })
     }
 
     /// The model to use: `requested`, else `default_model`.
@@ -194,17 +250,18 @@ impl Config {
             (None, other) => {
                 return Err(ConfigError::UnknownProvider {
                     provider: other.to_owned(),
-                    known: std::iter::once("openai".to_owned())
-                        .chain(["mock".to_owned()])
+                    known: ["openai", "anthropic", "ollama", "command", "mock"]
+                        .map(String::from)
+                        .into_iter()
                         .chain(self.providers.keys().cloned())
                         .collect(),
                 });
             }
         };
         let timeout = named.and_then(|p| p.request_timeout).unwrap_or(self.policy.attempt_timeout);
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let provider: Arc<dyn ChatProvider> = match kind {
             ProviderType::Openai => {
-                let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
                 let base_url = named
                     .and_then(|p| p.base_url.clone())
                     .or_else(|| env("OPENAI_BASE_URL"))
@@ -252,12 +309,87 @@ impl Config {
                     .sandbox(sandbox),
                 )
             }
-            ProviderType::Anthropic | ProviderType::Ollama => {
-                return Err(ConfigError::ProviderUnavailable { provider: prefix.to_owned() });
+            ProviderType::Anthropic => {
+                let base_url = named
+                    .and_then(|p| p.base_url.clone())
+                    .or_else(|| env("ANTHROPIC_BASE_URL"))
+                    .unwrap_or_else(|| anthropic::DEFAULT_BASE_URL.to_owned());
+                let api_key_env =
+                    named.and_then(|p| p.api_key_env.clone()).unwrap_or_else(|| "ANTHROPIC_API_KEY".to_owned());
+                Arc::new(AnthropicProvider::new(AnthropicConfig {
+                    name: name.to_owned(),
+                    model: model.to_owned(),
+                    base_url,
+                    api_key: env(&api_key_env),
+                    api_key_env,
+                    request_timeout: timeout,
+                })?)
+            }
+            ProviderType::Ollama => {
+                let base_url = named
+                    .and_then(|p| p.base_url.clone())
+                    .or_else(|| env("OLLAMA_HOST").map(|h| ollama::base_url_from_host(&h)))
+                    .unwrap_or_else(|| ollama::DEFAULT_BASE_URL.to_owned());
+                Arc::new(OllamaProvider::new(OllamaConfig {
+                    name: name.to_owned(),
+                    model: model.to_owned(),
+                    base_url,
+                    request_timeout: timeout,
+                })?)
             }
         };
         Ok(Model { provider, price: self.models.get(name).copied() })
     }
+}
+
+/// Merge `over` into `base`: tables merge key by key, anything else is replaced.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+/// The `REDRAFT_<KEY>` environment variables as a config table.
+fn env_table() -> Result<toml::Table, ConfigError> {
+    let mut table = toml::Table::new();
+    for (name, value) in std::env::vars() {
+        let Some(key) = name.strip_prefix("REDRAFT_").map(str::to_ascii_lowercase) else { continue };
+        if value.is_empty() || ENV_NOT_KEYS.contains(&key.as_str()) {
+            continue;
+        }
+        let Some((_, path)) = ENV_KEYS.iter().find(|(k, _)| *k == key) else {
+            tracing::warn!(variable = %name, "ignoring an environment variable that names no config key");
+            continue;
+        };
+        let parsed = if path.last() == Some(&"fallback_models") {
+            toml::Value::Array(value.split(',').map(|m| toml::Value::String(m.trim().to_owned())).collect())
+        } else {
+            // A number or boolean when it reads as one, else a string.
+            format!("v = {value}")
+                .parse::<toml::Table>()
+                .ok()
+                .and_then(|mut t| t.remove("v"))
+                .filter(|v| !v.is_table() && !v.is_array())
+                .unwrap_or_else(|| toml::Value::String(value.clone()))
+        };
+        let mut at = &mut table;
+        for part in &path[..path.len().saturating_sub(1)] {
+            let entry = at.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            at = match entry {
+                toml::Value::Table(t) => t,
+                _ => return Err(ConfigError::Invalid { key: name.clone(), message: "cannot be set here".into() }),
+            };
+        }
+        if let Some(last) = path.last() {
+            at.insert(last.to_string(), parsed);
+        }
+    }
+    Ok(table)
 }
 
 #[cfg(test)]
@@ -294,6 +426,21 @@ api_key_env = "OLLAMA_API_KEY"
     }
 
     #[test]
+    fn the_default_config_file_is_the_default_config() {
+        let parsed = Config::parse(DEFAULT_CONFIG, Path::new("default.toml")).unwrap();
+        assert_eq!(parsed, Config::default());
+    }
+
+    #[test]
+    fn layers_merge_key_by_key() {
+        let mut base: toml::Table =
+            "judge_model = \"a/b\"\n[policy]\nmax_iterations = 5\npatience = 2\n".parse().unwrap();
+        merge(&mut base, "[policy]\nmax_iterations = 7\n".parse().unwrap());
+        let c = Config::deserialize(toml::Value::Table(base)).unwrap();
+        assert_eq!((c.policy.max_iterations, c.policy.patience, c.judge_model.as_deref()), (7, 2, Some("a/b")));
+    }
+
+    #[test]
     fn unknown_keys_are_named() {
         let err = Config::parse("max_iteration = 3\n", Path::new("r.toml")).unwrap_err().to_string();
         assert!(err.contains("r.toml") && err.contains("max_iteration"), "{err}");
@@ -308,7 +455,8 @@ api_key_env = "OLLAMA_API_KEY"
         assert!(matches!(c.model_name(Some("gpt-4o")), Err(ConfigError::BareModel { .. })));
         let err = c.model("nope/x").err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("`nope`") && err.contains("openai"), "{err}");
-        assert!(matches!(c.model("anthropic/claude"), Err(ConfigError::ProviderUnavailable { .. })));
+        assert_eq!(c.model("anthropic/claude-x").unwrap().provider.name(), "anthropic/claude-x");
+        assert_eq!(c.model("ollama/llama3").unwrap().provider.name(), "ollama/llama3");
         let err = c.model("command/claude").err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("[providers.claude]"), "{err}");
     }

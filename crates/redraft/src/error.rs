@@ -27,10 +27,6 @@ pub enum ConfigError {
     #[error("unknown provider `{provider}`\nhint: use one of {}, or add `[providers.{provider}]` to redraft.toml", known.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "))]
     UnknownProvider { provider: String, known: Vec<String> },
     #[error(
-        "the `{provider}` provider is not available in this version of redraft\nhint: use `openai/MODEL` with an OpenAI-compatible endpoint (`OPENAI_BASE_URL`), or `mock/SCRIPT`"
-    )]
-    ProviderUnavailable { provider: String },
-    #[error(
         "the evaluator `{directive}` is not available in this version of redraft\nhint: use `schema:PATH` or `--schema FILE`"
     )]
     EvaluatorUnavailable { directive: String },
@@ -38,6 +34,14 @@ pub enum ConfigError {
         "`{directive}` is not an evaluator directive\nhint: write it as `schema:PATH`, `kind:NAME`, `exec:CMD`, `http:URL`, `score:CRITERION` or `llm:NAME`"
     )]
     BadDirective { directive: String },
+    #[error(
+        "`exec:{command}` is not allowed here\nhint: add the command (or a prefix ending in `*`) to `exec_allow` in the server's config"
+    )]
+    ExecNotAllowed { command: String },
+    #[error(
+        "`{directive}:` needs a judge model\nhint: set `judge_model = \"provider/model\"` in redraft.toml (or REDRAFT_JUDGE_MODEL)"
+    )]
+    NoJudgeModel { directive: String },
     #[error("no proposer was given to the runner\nhint: call `.model(&model)` or `.provider(provider)` on the builder")]
     NoProvider,
     #[error(transparent)]

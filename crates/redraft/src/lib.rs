@@ -72,6 +72,7 @@
 pub mod check;
 pub mod config;
 pub mod error;
+pub mod evaluators;
 pub mod model;
 pub mod runner;
 pub mod typed;

@@ -29,9 +29,7 @@ impl Model {
     /// Resolve `provider/model` with the config found the usual way (`./redraft.toml`,
     /// XDG, `REDRAFT_*` and the providers' own environment variables).
     pub fn from_name(name: &str) -> Result<Self, ConfigError> {
-        let (mut config, _) = Config::discover(None)?;
-        config.apply_env()?;
-        config.model(name)
+        Config::load(None)?.model(name)
     }
 
     /// The `provider/model` name.

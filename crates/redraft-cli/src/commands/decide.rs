@@ -13,7 +13,7 @@ use crate::args::{DecideArgs, Format};
 use crate::input;
 
 pub fn run(args: DecideArgs, config_path: Option<&Path>) -> Result<Outcome> {
-    let (config, _) = Config::discover(config_path)?;
+    let config = Config::load(config_path)?;
     let text = input::file_or_stdin(args.input.as_deref(), "iteration check")?;
     let input_format = if text.trim_start().starts_with('{') { Format::Json } else { Format::Yaml };
     let mut check = parse(&text, input_format)?;

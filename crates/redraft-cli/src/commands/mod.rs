@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod config;
 pub mod decide;
 pub mod extract;
 pub mod run;

@@ -7,9 +7,9 @@ use anyhow::{Result, anyhow};
 use redraft::config::Config;
 use redraft::core::Strategy;
 use redraft::core::{Directive, duration};
-use redraft::eval::ExecEvaluator;
+use redraft::evaluators::{self, EvaluatorSetup, ExecPermission};
 use redraft::providers::{AgentCommand, CommandProvider};
-use redraft::{CancellationToken, ConfigError, Mode, Model, PromptStyle, Runner, Task};
+use redraft::{CancellationToken, Mode, Model, PromptStyle, Runner, Task};
 use serde_json::Value;
 
 use super::Outcome;
@@ -18,8 +18,7 @@ use crate::input;
 use crate::output::{ProgressLines, escalation_text};
 
 pub async fn run(args: RunArgs, config_path: Option<&std::path::Path>) -> Result<Outcome> {
-    let (mut config, _) = Config::discover(config_path)?;
-    config.apply_env()?;
+    let mut config = Config::load(config_path)?;
     apply_policy_flags(&mut config, &args.policy)?;
 
     let task = Task {
@@ -60,32 +59,25 @@ pub async fn run(args: RunArgs, config_path: Option<&std::path::Path>) -> Result
     if let Some(n) = config.max_tokens {
         builder = builder.max_tokens(n);
     }
-    if let Some(n) = config.feedback_max_chars {
-        builder = builder.feedback_max_chars(n);
-    }
-    let mut schemas = args.schemas.clone();
-    let mut execs = Vec::new();
+    builder = builder.feedback_max_chars(config.feedback_max_chars).temperature_step(config.temperature_step);
+    let mut directives: Vec<Directive> =
+        args.schemas.iter().map(|p| Directive::Schema(p.display().to_string())).collect();
     for text in &args.evals {
-        match text.parse::<Directive>()? {
-            Directive::Schema(path) => schemas.push(path.into()),
-            Directive::Exec(command) => {
-                let mut exec = ExecEvaluator::new(command, &cwd).timeout(config.policy.attempt_timeout);
-                if let Some(ext) = &args.artifact_ext {
-                    exec = exec.extension(ext.clone());
-                }
-                if let Some(s) = &sandbox {
-                    exec = exec.sandbox(s.clone());
-                }
-                execs.push(exec);
-            }
-            other => return Err(ConfigError::EvaluatorUnavailable { directive: format!("{}:", other.word()) }.into()),
-        }
+        directives.push(text.parse::<Directive>()?);
     }
-    for path in &schemas {
-        builder = builder.evaluator(Arc::new(redraft::eval::SchemaEvaluator::from_file(path)?));
+    let setup = EvaluatorSetup {
+        config: &config,
+        workdir: cwd.clone(),
+        sandbox: sandbox.clone(),
+        timeout: config.policy.attempt_timeout,
+        artifact_ext: args.artifact_ext.clone(),
+        exec: ExecPermission::Any,
+    };
+    for evaluator in evaluators::build(&directives, &setup)? {
+        builder = builder.evaluator(evaluator);
     }
-    for exec in execs {
-        builder = builder.evaluator(Arc::new(exec));
+    for name in &config.fallback_models {
+        builder = builder.fallback(&config.model(&config.model_name(Some(name))?)?);
     }
     let show_progress = match args.progress {
         Progress::Always => true,

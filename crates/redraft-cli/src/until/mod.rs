@@ -150,8 +150,7 @@ impl RunObserver for Journal {
 }
 
 pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome> {
-    let (mut config, _) = Config::discover(config_path)?;
-    config.apply_env()?;
+    let mut config = Config::load(config_path)?;
     apply_policy_flags(&mut config, &args.policy)?;
     if args.agent.is_empty() {
         return Err(anyhow!(
@@ -223,9 +222,7 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
             task: task_id.clone(),
             max,
         }));
-    if let Some(n) = config.feedback_max_chars {
-        builder = builder.feedback_max_chars(n);
-    }
+    builder = builder.feedback_max_chars(config.feedback_max_chars).temperature_step(config.temperature_step);
     let show_progress = match args.progress {
         Progress::Always => true,
         Progress::Never => false,

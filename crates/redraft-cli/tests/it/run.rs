@@ -214,3 +214,55 @@ async fn the_readme_demo_converges_with_the_scripted_model() {
         out.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_loop_works_with_anthropic_and_ollama() {
+    use redraft_testkit::{anthropic, ollama};
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "schema.json", SCHEMA);
+    let wrong = r#"{"city": "Toledo", "state": "Ohio"}"#;
+    let right = "Sure: {\"city\": \"Toledo\", \"state\": \"OH\"}";
+
+    let claude = anthropic::FakeAnthropic::start(vec![anthropic::reply(wrong), anthropic::reply(right)]).await;
+    let mut c = redraft(dir.path());
+    c.env("ANTHROPIC_BASE_URL", claude.base_url()).env("ANTHROPIC_API_KEY", "sk-ant-test").args([
+        "run",
+        "--model",
+        "anthropic/claude-test",
+        "--schema",
+        "schema.json",
+        "--system",
+        "Be exact.",
+        "--prompt",
+        "Where?",
+        "--json",
+    ]);
+    let out = output(c).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(statuses(&result), ["rejected", "accepted"]);
+    assert_eq!(result["metrics"]["tokens_estimated"], false);
+    let second = &claude.bodies().await[1];
+    assert_eq!(second["system"], "Be exact.", "the system prompt is sent natively");
+    assert_eq!(second["messages"].as_array().unwrap().len(), 3);
+
+    let llama = ollama::FakeOllama::start(vec![ollama::reply(wrong), ollama::reply(right)]).await;
+    let host = llama.base_url().trim_start_matches("http://").to_owned();
+    let mut c = redraft(dir.path());
+    c.env("OLLAMA_HOST", &host).args([
+        "run",
+        "--model",
+        "ollama/llama-test",
+        "--schema",
+        "schema.json",
+        "--prompt",
+        "Where?",
+        "--json",
+    ]);
+    let out = output(c).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(statuses(&result), ["rejected", "accepted"]);
+    assert_eq!(result["history"][0]["tokens_in"], 100);
+    assert_eq!(llama.bodies().await[0]["stream"], false);
+}

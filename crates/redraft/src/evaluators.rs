@@ -1,0 +1,115 @@
+//! Evaluators from directives (`schema:PATH`, `kind:NAME`, `exec:CMD`, `http:URL`,
+//! `score:CRITERION`, `llm:NAME`): the one place every face turns directives into
+//! evaluators, so the CLI, the HTTP API and MCP accept the same things the same way.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redraft_core::{Directive, Evaluator};
+use redraft_eval::{ExecEvaluator, HttpEvaluator, JudgeEvaluator, SchemaEvaluator};
+use redraft_sandbox::Sandbox;
+
+use crate::config::Config;
+use crate::error::ConfigError;
+
+/// Whether `exec:` directives may run commands from this face.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecPermission {
+    /// The local CLI: any command.
+    Any,
+    /// Network faces: only commands that match one of these (exactly, or as a prefix ending
+    /// in `*`).
+    AllowList(Vec<String>),
+}
+
+impl ExecPermission {
+    fn allows(&self, command: &str) -> bool {
+        match self {
+            ExecPermission::Any => true,
+            ExecPermission::AllowList(list) => list.iter().any(|a| match a.strip_suffix('*') {
+                Some(prefix) => command.starts_with(prefix),
+                None => command == a,
+            }),
+        }
+    }
+}
+
+/// What building evaluators needs to know.
+#[derive(Debug, Clone)]
+pub struct EvaluatorSetup<'a> {
+    pub config: &'a Config,
+    /// Where `exec:` commands run and relative paths resolve.
+    pub workdir: PathBuf,
+    pub sandbox: Option<Sandbox>,
+    /// Bound on each `exec:` command and HTTP validator call.
+    pub timeout: Duration,
+    /// The artifact file's extension for `exec:` (by default `json`, or `txt` for text).
+    pub artifact_ext: Option<String>,
+    pub exec: ExecPermission,
+}
+
+/// Build the evaluators `directives` name, checking everything that can be checked before a
+/// model is called (files, schemas, kinds, the judge model, the exec allow-list).
+pub fn build(directives: &[Directive], setup: &EvaluatorSetup<'_>) -> Result<Vec<Arc<dyn Evaluator>>, ConfigError> {
+    let mut out: Vec<Arc<dyn Evaluator>> = Vec::new();
+    for directive in directives {
+        match directive {
+            Directive::Schema(path) => {
+                out.push(Arc::new(SchemaEvaluator::from_file(std::path::Path::new(path))?));
+            }
+            Directive::Exec(command) => {
+                if !setup.exec.allows(command) {
+                    return Err(ConfigError::ExecNotAllowed { command: command.clone() });
+                }
+                let mut exec = ExecEvaluator::new(command.clone(), &setup.workdir).timeout(setup.timeout);
+                if let Some(ext) = &setup.artifact_ext {
+                    exec = exec.extension(ext.clone());
+                }
+                if let Some(s) = &setup.sandbox {
+                    exec = exec.sandbox(s.clone());
+                }
+                out.push(Arc::new(exec));
+            }
+            Directive::Http(url) => {
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(ConfigError::Invalid {
+                        key: "evaluator".into(),
+                        message: format!("`http:{url}` needs a full URL, e.g. `http:http://127.0.0.1:8000/validate`"),
+                    });
+                }
+                let http = HttpEvaluator::new(url.clone(), None, setup.timeout)
+                    .map_err(|e| ConfigError::Invalid { key: "evaluator".into(), message: e.to_string() })?;
+                out.push(Arc::new(http));
+            }
+            Directive::Score(criterion) => out.push(judge(setup.config, "score", criterion)?),
+            Directive::Kind(_) | Directive::Llm(_) => {
+                return Err(ConfigError::EvaluatorUnavailable { directive: format!("{}:", directive.word()) });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// An LLM judge with the configured `judge_model`.
+fn judge(config: &Config, name: &str, rubric: &str) -> Result<Arc<dyn Evaluator>, ConfigError> {
+    let model_name =
+        config.judge_model.as_deref().ok_or_else(|| ConfigError::NoJudgeModel { directive: name.to_owned() })?;
+    let model = config.model(&config.model_name(Some(model_name))?)?;
+    Ok(Arc::new(JudgeEvaluator::new(name, rubric, model.provider, model.price)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_allow_list_matches_exactly_or_by_prefix() {
+        let p = ExecPermission::AllowList(vec!["pytest -q".into(), "cargo test*".into()]);
+        assert!(p.allows("pytest -q"));
+        assert!(!p.allows("pytest -q; rm -rf /"));
+        assert!(p.allows("cargo test --workspace"));
+        assert!(!p.allows("sh -c 'cargo test'"));
+        assert!(ExecPermission::Any.allows("anything"));
+    }
+}
