@@ -524,20 +524,7 @@ impl Engine {
                 (status, Score::ZERO, candidate.issue.into_iter().collect())
             }
         };
-        let key = match &candidate.artifact {
-            Some(a) => canonical_json(a),
-            None => format!("raw:{}", response.text),
-        };
-        let repeat_of = match self.seen.iter_mut().find(|s| s.key == key) {
-            Some(s) => {
-                s.count += 1;
-                Some(s.first)
-            }
-            None => {
-                self.seen.push(Seen { key, first: iteration, count: 1 });
-                None
-            }
-        };
+        let repeat_of = self.note_seen(candidate.artifact.as_ref(), &response.text, iteration);
         AttemptRecord {
             iteration,
             status,
@@ -558,6 +545,45 @@ impl Engine {
             model: Some(model),
             temperature: self.temperature,
         }
+    }
+
+    /// Count an answer for stagnation: the earlier attempt it repeats, if any. Answers compare
+    /// by canonical artifact, or by raw text when no artifact was found.
+    fn note_seen(&mut self, artifact: Option<&Value>, raw: &str, iteration: u32) -> Option<u32> {
+        let key = match artifact {
+            Some(a) => canonical_json(a),
+            None => format!("raw:{raw}"),
+        };
+        match self.seen.iter_mut().find(|s| s.key == key) {
+            Some(s) => {
+                s.count += 1;
+                Some(s.first)
+            }
+            None => {
+                self.seen.push(Seen { key, first: iteration, count: 1 });
+                None
+            }
+        }
+    }
+
+    /// Replay an attempt recorded by an earlier process (resuming a run): the history,
+    /// best-so-far, stagnation counts, varied settings and the conversation are rebuilt as if
+    /// the attempt had just happened. Attempts interrupted by wall time or cancellation are not
+    /// finished attempts: they are skipped, and that iteration is made again.
+    pub fn restore(&mut self, mut record: AttemptRecord) {
+        if self.halt.is_some() {
+            return;
+        }
+        let interrupted = record.status == AttemptStatus::Error
+            && record.issues.iter().any(|i| i.code == codes::WALL_TIME || i.code == codes::CANCELLED);
+        if interrupted {
+            return;
+        }
+        record.iteration = self.next_iteration();
+        let answered = !(record.status == AttemptStatus::Error && record.raw.is_empty());
+        record.repeat_of =
+            if answered { self.note_seen(record.artifact.as_ref(), &record.raw, record.iteration) } else { None };
+        self.push(record);
     }
 
     fn push(&mut self, record: AttemptRecord) {
