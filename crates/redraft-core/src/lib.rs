@@ -24,6 +24,7 @@ pub mod price;
 pub mod prompt;
 pub mod record;
 pub mod retry;
+pub mod store;
 
 /// JSON extraction from free-form model text (re-exported from `redraft-extract`).
 pub mod extract {
@@ -43,3 +44,4 @@ pub use record::{
     AttemptRecord, AttemptStatus, Escalation, Metrics, RecurringIssue, RunErrorReport, RunResult, RunStatus, Validation,
 };
 pub use retry::{RetryDecision, RetryPolicy};
+pub use store::{RunFilter, RunState, RunSummary, Store, StoreError, StoredRun};
