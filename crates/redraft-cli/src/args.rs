@@ -36,6 +36,62 @@ pub enum Command {
     /// Show the configuration: the commented defaults, or what is in force here.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Recorded runs: list them, show one, resume one that was interrupted.
+    #[command(subcommand)]
+    Runs(RunsCommand),
+    /// Registered kinds: list them or show one (schema, example, rules, tables).
+    #[command(subcommand)]
+    Kinds(KindsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// List runs, newest first.
+    List {
+        /// Only runs in this state: queued, running, succeeded, failed.
+        #[arg(long, value_name = "STATE")]
+        status: Option<String>,
+        /// At most this many. By default, 20.
+        #[arg(long, default_value_t = 20, value_name = "N")]
+        limit: u32,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a run: its result rebuilt from the store (or what it has so far).
+    Show {
+        run_id: String,
+        /// Print the whole result (SPEC 3 JSON).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Continue an interrupted run from its last finished attempt.
+    Resume {
+        run_id: String,
+        /// Print the whole result (SPEC 3 JSON).
+        #[arg(long)]
+        json: bool,
+        /// Where kinds live. By default, `kinds_dir` from the config.
+        #[arg(long, value_name = "DIR")]
+        kinds: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KindsCommand {
+    /// List the kinds.
+    List {
+        /// Where kinds live. By default, `kinds_dir` from the config (`./kinds`).
+        #[arg(long, value_name = "DIR")]
+        kinds: Option<PathBuf>,
+    },
+    /// Show a kind: description, schema, example, rules and tables, as JSON.
+    Show {
+        name: String,
+        /// Where kinds live. By default, `kinds_dir` from the config (`./kinds`).
+        #[arg(long, value_name = "DIR")]
+        kinds: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -64,8 +120,17 @@ pub struct RunArgs {
     #[arg(long = "schema", value_name = "FILE")]
     pub schemas: Vec<PathBuf>,
 
-    /// An evaluator directive; repeat for several (all must pass): `schema:PATH`, `exec:CMD`
-    /// (`{artifact}` and `$ARTIFACT` name the artifact file)
+    /// A registered kind: its schema, rules and LLM check (same as `--eval kind:NAME`).
+    #[arg(long, value_name = "NAME")]
+    pub kind: Option<String>,
+
+    /// Where kinds live. By default, `kinds_dir` from the config (`./kinds`).
+    #[arg(long, value_name = "DIR")]
+    pub kinds: Option<PathBuf>,
+
+    /// An evaluator directive; repeat for several (all must pass, the score is the lowest):
+    /// `schema:PATH`, `kind:NAME`, `exec:CMD` (`{artifact}` and `$ARTIFACT` name the artifact
+    /// file), `http:URL`, `score:CRITERION` (an LLM judge), `llm:NAME` (a kind, LLM-checked)
     #[arg(long = "eval", value_name = "DIRECTIVE")]
     pub evals: Vec<String>,
 
@@ -93,6 +158,10 @@ pub struct RunArgs {
     /// Print the whole result (SPEC 3 JSON) on stdout instead of only the artifact.
     #[arg(long)]
     pub json: bool,
+
+    /// Do not record the run in the store (`.redraft/redraft.db` by default).
+    #[arg(long)]
+    pub no_store: bool,
 
     /// A progress line per attempt on stderr. By default, only when stderr is a terminal.
     #[arg(long, value_enum, default_value_t = Progress::Auto, value_name = "WHEN")]
@@ -224,8 +293,20 @@ pub struct ExtractArgs {
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
     /// The JSON Schema to check against.
-    #[arg(long, value_name = "FILE", required = true)]
-    pub schema: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "kind", conflicts_with = "kind")]
+    pub schema: Option<PathBuf>,
+
+    /// A registered kind to check against (its schema, then its rules).
+    #[arg(long, value_name = "NAME")]
+    pub kind: Option<String>,
+
+    /// Where kinds live. By default, `kinds_dir` from the config (`./kinds`).
+    #[arg(long, value_name = "DIR")]
+    pub kinds: Option<PathBuf>,
+
+    /// The context rules read (`context.city` …): JSON or `@FILE`.
+    #[arg(long, value_name = "JSON|@FILE")]
+    pub context: Option<String>,
 
     /// The document to check (JSON, or model output holding JSON); `-` or nothing for stdin.
     #[arg(value_name = "FILE|-")]

@@ -33,9 +33,11 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => commands::run::run(args, cli.config.as_deref()).await,
             Command::Extract(args) => commands::extract::run(args),
-            Command::Validate(args) => commands::validate::run(args),
+            Command::Validate(args) => commands::validate::run(args, cli.config.as_deref()),
             Command::Until(args) => until::run(args, cli.config.as_deref()).await,
             Command::Config(which) => commands::config::run(which, cli.config.as_deref()),
+            Command::Runs(which) => commands::runs::run(which, cli.config.as_deref()).await,
+            Command::Kinds(which) => commands::kinds::run(which, cli.config.as_deref()),
             Command::Decide(args) => commands::decide::run(args, cli.config.as_deref()),
         }
     });

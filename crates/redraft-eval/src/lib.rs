@@ -8,9 +8,11 @@
 pub mod exec;
 pub mod http;
 pub mod judge;
+pub mod kind;
 pub mod schema;
 
 pub use exec::ExecEvaluator;
 pub use http::HttpEvaluator;
 pub use judge::JudgeEvaluator;
+pub use kind::{Kind, KindError, KindEvaluator, Kinds, LlmCheck};
 pub use schema::{SchemaError, SchemaEvaluator};

@@ -33,6 +33,9 @@ pub struct Config {
     pub temperature_step: f32,
     /// Where kinds live (`kinds/NAME/kind.toml`). By default, `./kinds`.
     pub kinds_dir: PathBuf,
+    /// Where runs are recorded: a SQLite path or `sqlite://` URL, or `postgres://…`.
+    /// By default, `.redraft/redraft.db`.
+    pub database_url: Option<String>,
     /// Halting rules (SPEC 4).
     pub policy: Policy,
     /// How the expected shape is shown: `schema`, `example` or `both`. By default, `both`.
@@ -61,6 +64,7 @@ impl Default for Config {
             fallback_models: Vec::new(),
             temperature_step: 0.3,
             kinds_dir: PathBuf::from("kinds"),
+            database_url: None,
             policy: Policy::default(),
             prompt_style: PromptStyle::Both,
             feedback_max_chars: 4000,
@@ -85,6 +89,7 @@ const ENV_KEYS: &[(&str, &[&str])] = &[
     ("fallback_models", &["fallback_models"]),
     ("temperature_step", &["temperature_step"]),
     ("kinds_dir", &["kinds_dir"]),
+    ("database_url", &["database_url"]),
     ("prompt_style", &["prompt_style"]),
     ("feedback_max_chars", &["feedback_max_chars"]),
     ("temperature", &["temperature"]),

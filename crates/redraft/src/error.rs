@@ -27,10 +27,6 @@ pub enum ConfigError {
     #[error("unknown provider `{provider}`\nhint: use one of {}, or add `[providers.{provider}]` to redraft.toml", known.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "))]
     UnknownProvider { provider: String, known: Vec<String> },
     #[error(
-        "the evaluator `{directive}` is not available in this version of redraft\nhint: use `schema:PATH` or `--schema FILE`"
-    )]
-    EvaluatorUnavailable { directive: String },
-    #[error(
         "`{directive}` is not an evaluator directive\nhint: write it as `schema:PATH`, `kind:NAME`, `exec:CMD`, `http:URL`, `score:CRITERION` or `llm:NAME`"
     )]
     BadDirective { directive: String },
@@ -49,11 +45,15 @@ pub enum ConfigError {
     #[error(transparent)]
     Schema(#[from] redraft_eval::SchemaError),
     #[error(transparent)]
+    Kind(#[from] redraft_eval::kind::KindError),
+    #[error(transparent)]
     Script(#[from] redraft_providers::ScriptError),
     #[error(transparent)]
     Provider(#[from] ProviderError),
     #[error(transparent)]
     Sandbox(#[from] redraft_sandbox::SandboxError),
+    #[error(transparent)]
+    Store(#[from] redraft_core::StoreError),
 }
 
 /// Typed extraction did not produce a value.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redraft_core::{Directive, Evaluator};
+use redraft_eval::kind::{Kind, KindEvaluator, Kinds};
 use redraft_eval::{ExecEvaluator, HttpEvaluator, JudgeEvaluator, SchemaEvaluator};
 use redraft_sandbox::Sandbox;
 
@@ -47,12 +48,35 @@ pub struct EvaluatorSetup<'a> {
     /// The artifact file's extension for `exec:` (by default `json`, or `txt` for text).
     pub artifact_ext: Option<String>,
     pub exec: ExecPermission,
+    /// Kinds loaded at start-up (servers); by default they are loaded from the config's
+    /// `kinds_dir` when a directive names a kind.
+    pub kinds: Option<Arc<Kinds>>,
+}
+
+/// The evaluators of a run, and the kind when one was named (its prompt and example go to the
+/// proposer).
+#[derive(Debug, Default)]
+pub struct Built {
+    pub evaluators: Vec<Arc<dyn Evaluator>>,
+    pub kind: Option<Arc<Kind>>,
 }
 
 /// Build the evaluators `directives` name, checking everything that can be checked before a
 /// model is called (files, schemas, kinds, the judge model, the exec allow-list).
-pub fn build(directives: &[Directive], setup: &EvaluatorSetup<'_>) -> Result<Vec<Arc<dyn Evaluator>>, ConfigError> {
+pub fn build(directives: &[Directive], setup: &EvaluatorSetup<'_>) -> Result<Built, ConfigError> {
     let mut out: Vec<Arc<dyn Evaluator>> = Vec::new();
+    let mut kinds = setup.kinds.clone();
+    let mut kind_named: Option<Arc<Kind>> = None;
+    let mut kind = |name: &str| -> Result<Arc<Kind>, ConfigError> {
+        if kinds.is_none() {
+            kinds = Some(Arc::new(Kinds::load(&setup.config.kinds_dir)?));
+        }
+        let found = kinds.as_ref().map(|k| k.require(name)).transpose()?;
+        found.ok_or_else(|| ConfigError::Invalid {
+            key: "kind".into(),
+            message: format!("no kinds are loaded for `{name}`"),
+        })
+    };
     for directive in directives {
         match directive {
             Directive::Schema(path) => {
@@ -83,12 +107,25 @@ pub fn build(directives: &[Directive], setup: &EvaluatorSetup<'_>) -> Result<Vec
                 out.push(Arc::new(http));
             }
             Directive::Score(criterion) => out.push(judge(setup.config, "score", criterion)?),
-            Directive::Kind(_) | Directive::Llm(_) => {
-                return Err(ConfigError::EvaluatorUnavailable { directive: format!("{}:", directive.word()) });
+            Directive::Kind(name) | Directive::Llm(name) => {
+                let k = kind(name)?;
+                out.push(Arc::new(KindEvaluator::new(k.clone())?));
+                // `llm:` always runs the LLM check; `kind:` runs the kind's own LLM check when it
+                // has one and a judge model is configured (it is optional).
+                if matches!(directive, Directive::Llm(_)) {
+                    out.push(judge(setup.config, &format!("llm:{name}"), k.rubric())?);
+                } else if k.llm_check.is_some() {
+                    if setup.config.judge_model.is_some() {
+                        out.push(judge(setup.config, &format!("llm:{name}"), k.rubric())?);
+                    } else {
+                        tracing::warn!(kind = %name, "the kind's LLM check is skipped: no `judge_model` is configured");
+                    }
+                }
+                kind_named.get_or_insert(k);
             }
         }
     }
-    Ok(out)
+    Ok(Built { evaluators: out, kind: kind_named })
 }
 
 /// An LLM judge with the configured `judge_model`.

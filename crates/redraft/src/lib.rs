@@ -74,14 +74,18 @@ pub mod config;
 pub mod error;
 pub mod evaluators;
 pub mod model;
+pub mod recorder;
 pub mod runner;
+pub mod spec;
+pub mod store;
 pub mod typed;
 
 pub use check::{Check, Rejection};
 pub use config::Config;
 pub use error::{ConfigError, ExtractionError};
 pub use model::Model;
-pub use runner::{Runner, RunnerBuilder};
+pub use runner::{RunOptions, Runner, RunnerBuilder, new_run_id};
+pub use spec::{RunSpec, SpecSetup};
 pub use typed::{Extractor, extract, schema_of};
 
 pub use redraft_core as core;

@@ -4,9 +4,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use redraft_core::{
-    ArtifactSource, AttemptEnd, AttemptOutcome, Candidate, Ceilings, ChatProvider, ChatRequest, ChatResponse, Engine,
-    EvalInput, Evaluator, Fallback, Interruption, Mode, Next, Plan, Policy, Price, PromptStyle, ProviderError,
-    RetryDecision, RetryPolicy, RunObserver, RunResult, Strategy, Task, Templates, Verdict,
+    ArtifactSource, AttemptEnd, AttemptOutcome, AttemptRecord, Candidate, Ceilings, ChatProvider, ChatRequest,
+    ChatResponse, Engine, EvalInput, Evaluator, Fallback, Interruption, Mode, Next, Plan, Policy, Price, PromptStyle,
+    ProviderError, RetryDecision, RetryPolicy, RunObserver, RunResult, Strategy, Task, Templates, Verdict,
 };
 use serde_json::Value;
 use tokio::time::Instant;
@@ -244,6 +244,20 @@ impl RunnerBuilder {
     }
 }
 
+/// How a run starts: its id (by default a new UUIDv7), a cancellation token, and the attempts
+/// to replay when resuming.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    pub run_id: Option<String>,
+    pub cancel: CancellationToken,
+    pub restore: Vec<AttemptRecord>,
+}
+
+/// A new run id: a UUIDv7 string.
+pub fn new_run_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
 /// What a run produced, with the typed provider error when the proposer failed.
 #[derive(Debug)]
 pub(crate) struct Finished {
@@ -276,18 +290,28 @@ impl Runner {
     /// Like [`Runner::run`], halting with `cancelled` when `cancel` fires (the attempt in
     /// flight is recorded).
     pub async fn run_until_cancelled(&self, task: Task, cancel: CancellationToken) -> Result<RunResult, ConfigError> {
-        Ok(self.run_inner(task, cancel).await?.result)
+        self.run_with(task, RunOptions { cancel, ..RunOptions::default() }).await
     }
 
-    pub(crate) async fn run_inner(&self, task: Task, cancel: CancellationToken) -> Result<Finished, ConfigError> {
-        let run_id = uuid::Uuid::now_v7().to_string();
+    /// Run with a given id, a cancellation token, and — to resume — the attempts an earlier
+    /// process recorded (they are replayed, not repeated, and observers are not told again).
+    pub async fn run_with(&self, task: Task, options: RunOptions) -> Result<RunResult, ConfigError> {
+        Ok(self.run_inner(task, options).await?.result)
+    }
+
+    pub(crate) async fn run_inner(&self, task: Task, options: RunOptions) -> Result<Finished, ConfigError> {
+        let run_id = options.run_id.clone().unwrap_or_else(new_run_id);
         let span = info_span!("run", run_id = %run_id, model = %self.template.model);
-        self.drive(run_id, task, cancel).instrument(span).await
+        self.drive(run_id, task, options).instrument(span).await
     }
 
-    async fn drive(&self, run_id: String, task: Task, cancel: CancellationToken) -> Result<Finished, ConfigError> {
+    async fn drive(&self, run_id: String, task: Task, options: RunOptions) -> Result<Finished, ConfigError> {
+        let RunOptions { restore, cancel, .. } = options;
         let context = task.context.clone().unwrap_or(Value::Null);
         let mut engine = Engine::new(self.plan(task))?;
+        for record in restore {
+            engine.restore(record);
+        }
         let start = Instant::now();
         let deadline = engine.plan().policy.max_wall_time.map(|d| start + d);
         let attempt_timeout = engine.plan().policy.attempt_timeout;

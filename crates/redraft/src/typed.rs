@@ -7,12 +7,11 @@ use redraft_core::{Issue, Metrics, Policy, RunResult, Task, codes};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
 use crate::check::{Check, Rejection};
 use crate::error::ExtractionError;
 use crate::model::Model;
-use crate::runner::{Runner, RunnerBuilder};
+use crate::runner::{RunOptions, Runner, RunnerBuilder};
 
 /// Ask `model` for a `T`, checking each answer against `T`'s JSON Schema and feeding the
 /// problems back, up to 3 attempts. See [`Extractor`] for more options.
@@ -85,7 +84,7 @@ where
     /// Run the loop and return the typed value with the run's metrics.
     pub async fn run(self, task: impl Into<Task>) -> Result<(T, Metrics), ExtractionError> {
         let runner = self.builder.build()?;
-        let finished = runner.run_inner(task.into(), CancellationToken::new()).await?;
+        let finished = runner.run_inner(task.into(), RunOptions::default()).await?;
         let RunResult { status, artifact, metrics, history, halted_because, iterations, escalation, .. } =
             finished.result;
         if let Some(source) = finished.provider_error {

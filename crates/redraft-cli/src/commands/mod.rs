@@ -3,7 +3,9 @@
 pub mod config;
 pub mod decide;
 pub mod extract;
+pub mod kinds;
 pub mod run;
+pub mod runs;
 pub mod validate;
 
 /// How a command ended, beyond usage errors (which are `Err` and exit 2).

@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
 use redraft::config::Config;
-use redraft::core::Strategy;
 use redraft::core::{Directive, duration};
-use redraft::evaluators::{self, EvaluatorSetup, ExecPermission};
-use redraft::providers::{AgentCommand, CommandProvider};
-use redraft::{CancellationToken, Mode, Model, PromptStyle, Runner, Task};
+use redraft::eval::kind::Kinds;
+use redraft::recorder::{self, Start};
+use redraft::spec::Directives;
+use redraft::{PromptStyle, RunSpec, SpecSetup};
 use serde_json::Value;
 
 use super::Outcome;
@@ -18,85 +18,30 @@ use crate::input;
 use crate::output::{ProgressLines, escalation_text};
 
 pub async fn run(args: RunArgs, config_path: Option<&std::path::Path>) -> Result<Outcome> {
-    let mut config = Config::load(config_path)?;
-    apply_policy_flags(&mut config, &args.policy)?;
-
-    let task = Task {
-        prompt: input::text_or_file(&args.prompt, "prompt")?,
-        system: args.system.as_deref().map(|s| input::text_or_file(s, "system")).transpose()?,
-        context: args.context.as_deref().map(input::context).transpose()?,
-    };
-    if task.prompt.trim().is_empty() {
-        return Err(anyhow!("the prompt is empty\nhint: pass `--prompt TEXT` or `--prompt @FILE`"));
-    }
-
-    let sandbox = args.sandbox.as_deref().map(|s| config.sandbox(s)).transpose()?;
+    let config = Config::load(config_path)?;
+    let spec = spec_from_args(&args)?;
     let cwd = std::env::current_dir().map_err(|e| anyhow!("cannot read the current directory: {e}"))?;
-    let model = if args.agent.is_empty() {
-        config.model(&config.model_name(args.model.as_deref())?)?
-    } else {
-        let name = format!("command/{}", args.agent.first().map(String::as_str).unwrap_or("agent"));
-        let agent = CommandProvider::new(name, AgentCommand::Argv(args.agent.clone()), &cwd)
-            .timeout(config.policy.attempt_timeout)
-            .sandbox(sandbox.clone());
-        Model::new(agent)
-    };
-    let is_command = model.name().starts_with("command/");
-    let mut builder = Runner::builder()
-        .model(&model)
-        .strategy(if is_command { Strategy::Fresh } else { Strategy::Conversation })
-        .policy(config.policy.clone())
-        .mode(if args.text { Mode::Text } else { Mode::Structured })
-        .prompt_style(match args.prompt_style {
-            Some(PromptStyleArg::Schema) => PromptStyle::Schema,
-            Some(PromptStyleArg::Example) => PromptStyle::Example,
-            Some(PromptStyleArg::Both) => PromptStyle::Both,
-            None => config.prompt_style,
-        });
-    if let Some(t) = config.temperature {
-        builder = builder.temperature(t);
-    }
-    if let Some(n) = config.max_tokens {
-        builder = builder.max_tokens(n);
-    }
-    builder = builder.feedback_max_chars(config.feedback_max_chars).temperature_step(config.temperature_step);
-    let mut directives: Vec<Directive> =
-        args.schemas.iter().map(|p| Directive::Schema(p.display().to_string())).collect();
-    for text in &args.evals {
-        directives.push(text.parse::<Directive>()?);
-    }
-    let setup = EvaluatorSetup {
-        config: &config,
-        workdir: cwd.clone(),
-        sandbox: sandbox.clone(),
-        timeout: config.policy.attempt_timeout,
-        artifact_ext: args.artifact_ext.clone(),
-        exec: ExecPermission::Any,
-    };
-    for evaluator in evaluators::build(&directives, &setup)? {
-        builder = builder.evaluator(evaluator);
-    }
-    for name in &config.fallback_models {
-        builder = builder.fallback(&config.model(&config.model_name(Some(name))?)?);
+    let mut setup = SpecSetup::local(&config, cwd);
+    if let Some(dir) = &args.kinds {
+        setup.kinds = Some(Arc::new(Kinds::load(dir)?));
     }
     let show_progress = match args.progress {
         Progress::Always => true,
         Progress::Never => false,
         Progress::Auto => std::io::stderr().is_terminal(),
     };
+    let mut how = Start::default();
     if show_progress {
-        builder = builder.observer(Arc::new(ProgressLines { max_iterations: config.policy.max_iterations }));
+        how.observers.push(Arc::new(ProgressLines { max_iterations: spec.policy(&config.policy).max_iterations }));
     }
-    let runner = builder.build()?;
-
-    let cancel = CancellationToken::new();
-    let on_ctrl_c = cancel.clone();
+    let on_ctrl_c = how.cancel.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             on_ctrl_c.cancel();
         }
     });
-    let result = runner.run_until_cancelled(task, cancel).await?;
+    let store = if args.no_store { None } else { Some(redraft::store::open(&config).await?) };
+    let result = recorder::start(&spec, &setup, store, how).await?;
 
     let mut stdout = std::io::stdout().lock();
     if args.json {
@@ -119,34 +64,55 @@ pub async fn run(args: RunArgs, config_path: Option<&std::path::Path>) -> Result
     }
 }
 
-pub(crate) fn apply_policy_flags(config: &mut Config, flags: &PolicyArgs) -> Result<()> {
-    let p = &mut config.policy;
-    if let Some(n) = flags.max_iterations {
-        p.max_iterations = n;
+/// The run spec the flags describe (what is stored, so `runs resume` can continue it).
+fn spec_from_args(args: &RunArgs) -> Result<RunSpec> {
+    let mut evaluator: Vec<String> = args.schemas.iter().map(|p| format!("schema:{}", p.display())).collect();
+    for text in &args.evals {
+        text.parse::<Directive>()?;
+        evaluator.push(text.clone());
     }
-    if let Some(x) = flags.threshold {
-        p.success_threshold = Some(x);
+    let mut spec = RunSpec {
+        prompt: input::text_or_file(&args.prompt, "prompt")?,
+        system: args.system.as_deref().map(|s| input::text_or_file(s, "system")).transpose()?,
+        context: args.context.as_deref().map(input::context).transpose()?,
+        kind: args.kind.clone(),
+        evaluator: (!evaluator.is_empty()).then_some(Directives::Many(evaluator)),
+        model: args.model.clone(),
+        text: args.text,
+        prompt_style: args.prompt_style.map(|s| match s {
+            PromptStyleArg::Schema => PromptStyle::Schema,
+            PromptStyleArg::Example => PromptStyle::Example,
+            PromptStyleArg::Both => PromptStyle::Both,
+        }),
+        artifact_ext: args.artifact_ext.clone(),
+        sandbox: args
+            .sandbox
+            .as_deref()
+            .map(|s| serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_owned()))),
+        agent: (!args.agent.is_empty()).then(|| args.agent.clone()),
+        ..RunSpec::default()
+    };
+    apply_policy_flags(&mut spec, &args.policy)?;
+    if spec.prompt.trim().is_empty() {
+        return Err(anyhow!("the prompt is empty\nhint: pass `--prompt TEXT` or `--prompt @FILE`"));
     }
-    if let Some(n) = flags.patience {
-        p.patience = n;
-    }
-    if let Some(b) = flags.max_budget {
-        p.max_budget_usd = Some(b);
-    }
+    Ok(spec)
+}
+
+/// The policy flags, onto a spec.
+pub(crate) fn apply_policy_flags(spec: &mut RunSpec, flags: &PolicyArgs) -> Result<()> {
+    spec.max_iterations = flags.max_iterations.or(spec.max_iterations);
+    spec.success_threshold = flags.threshold.or(spec.success_threshold);
+    spec.patience = flags.patience.or(spec.patience);
+    spec.max_budget_usd = flags.max_budget.or(spec.max_budget_usd);
     if let Some(d) = &flags.max_wall_time {
-        p.max_wall_time = Some(duration::parse(d).map_err(|e| anyhow!("`--max-wall-time`: {e}"))?);
+        spec.max_wall_time = Some(duration::parse(d).map_err(|e| anyhow!("`--max-wall-time`: {e}"))?);
     }
     if let Some(d) = &flags.attempt_timeout {
-        p.attempt_timeout = duration::parse(d).map_err(|e| anyhow!("`--attempt-timeout`: {e}"))?;
+        spec.attempt_timeout = Some(duration::parse(d).map_err(|e| anyhow!("`--attempt-timeout`: {e}"))?);
     }
-    if let Some(n) = flags.repeat_limit {
-        p.repeat_limit = n;
-    }
-    if let Some(t) = flags.temperature {
-        config.temperature = Some(t);
-    }
-    if let Some(n) = flags.max_tokens {
-        config.max_tokens = Some(n);
-    }
+    spec.repeat_limit = flags.repeat_limit.or(spec.repeat_limit);
+    spec.temperature = flags.temperature.or(spec.temperature);
+    spec.max_tokens = flags.max_tokens.or(spec.max_tokens);
     Ok(())
 }

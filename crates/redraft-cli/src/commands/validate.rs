@@ -2,21 +2,42 @@
 
 use std::io::Write;
 
-use anyhow::Result;
+use std::path::Path;
+
+use anyhow::{Result, anyhow};
+use redraft::config::Config;
 use redraft::core::extract;
 use redraft::core::{Issue, codes};
 use redraft::eval::SchemaEvaluator;
+use redraft::eval::kind::KindEvaluator;
+use serde_json::Value;
 use serde_json::json;
 
 use super::Outcome;
 use crate::args::ValidateArgs;
 use crate::input;
 
-pub fn run(args: ValidateArgs) -> Result<Outcome> {
-    let evaluator = SchemaEvaluator::from_file(&args.schema)?;
+/// Checks a document (with its context) and returns its issues.
+type Check = dyn Fn(&Value, &Value) -> Vec<Issue>;
+
+pub fn run(args: ValidateArgs, config_path: Option<&Path>) -> Result<Outcome> {
+    let check: Box<Check> = match (&args.schema, &args.kind) {
+        (Some(path), _) => {
+            let evaluator = SchemaEvaluator::from_file(path)?;
+            Box::new(move |artifact, _| evaluator.issues(artifact))
+        }
+        (None, Some(name)) => {
+            let config = Config::load(config_path)?;
+            let kinds = crate::commands::kinds::load(args.kinds.as_ref(), &config)?;
+            let evaluator = KindEvaluator::new(kinds.require(name)?)?;
+            Box::new(move |artifact, context| evaluator.issues(artifact, context))
+        }
+        (None, None) => return Err(anyhow!("give `--schema FILE` or `--kind NAME`")),
+    };
+    let context = args.context.as_deref().map(input::context).transpose()?.unwrap_or(Value::Object(Default::default()));
     let text = input::file_or_stdin(args.input.as_deref(), "document")?;
     let issues = match extract::extract(&text) {
-        Ok(found) => evaluator.issues(&found.value),
+        Ok(found) => check(&found.value, &context),
         Err(no) => vec![Issue::new("", codes::INVALID_JSON, no.to_string())],
     };
     let passed = issues.is_empty();

@@ -17,7 +17,7 @@ use redraft::config::Config;
 use redraft::core::{ArtifactSource, EvalInput, Evaluator, EvaluatorError, Strategy, Verdict};
 use redraft::eval::ExecEvaluator;
 use redraft::providers::{AgentCommand, CommandProvider};
-use redraft::{AttemptRecord, CancellationToken, Mode, RunObserver, Runner, Task};
+use redraft::{AttemptRecord, CancellationToken, Mode, RunObserver, RunSpec, Runner, Task};
 use serde_json::Value;
 
 use self::lock::Lock;
@@ -150,8 +150,10 @@ impl RunObserver for Journal {
 }
 
 pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome> {
-    let mut config = Config::load(config_path)?;
-    apply_policy_flags(&mut config, &args.policy)?;
+    let config = Config::load(config_path)?;
+    let mut flags = RunSpec::default();
+    apply_policy_flags(&mut flags, &args.policy)?;
+    let policy = flags.policy(&config.policy);
     if args.agent.is_empty() {
         return Err(anyhow!(
             "no agent command was given\nhint: put it after `--`, e.g. `redraft until --verify 'cargo test' -- my-agent --fix`"
@@ -172,7 +174,7 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
 
     let workspace = Workspace::open(&root)?;
     let baseline = tokio::task::block_in_place(|| workspace.snapshot())?;
-    let timeout = config.policy.attempt_timeout;
+    let timeout = policy.attempt_timeout;
     let agent = Arc::new(
         CommandProvider::new(
             format!("command/{}", agent_name(&args.agent)),
@@ -200,7 +202,7 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
         diffs: Mutex::new(Vec::new()),
     });
     let dir = report::task_dir(&root, &task_id);
-    let max = config.policy.max_iterations;
+    let max = policy.max_iterations;
 
     let mut task_text = prompt;
     task_text.push_str(&format!("\n\nWhen you are done, this command must pass (exit 0): `{}`", args.verify));
@@ -209,7 +211,7 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
     }
     let mut builder = Runner::builder()
         .provider(agent.clone())
-        .policy(config.policy.clone())
+        .policy(policy.clone())
         .mode(Mode::Text)
         .strategy(Strategy::Fresh)
         .artifact_source(Arc::new(WorkspaceArtifact(shared.clone())))
@@ -223,6 +225,9 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
             max,
         }));
     builder = builder.feedback_max_chars(config.feedback_max_chars).temperature_step(config.temperature_step);
+    if let Some(t) = flags.temperature.or(config.temperature) {
+        builder = builder.temperature(t);
+    }
     let show_progress = match args.progress {
         Progress::Always => true,
         Progress::Never => false,

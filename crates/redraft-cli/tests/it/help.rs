@@ -26,9 +26,15 @@ async fn run_help_lists_every_flag() {
                                         `@FILE`
           --schema <FILE>               Check answers against this JSON Schema file (same as `--eval
                                         schema:FILE`)
-          --eval <DIRECTIVE>            An evaluator directive; repeat for several (all must pass):
-                                        `schema:PATH`, `exec:CMD` (`{artifact}` and `$ARTIFACT` name the
-                                        artifact file)
+          --kind <NAME>                 A registered kind: its schema, rules and LLM check (same as
+                                        `--eval kind:NAME`)
+          --kinds <DIR>                 Where kinds live. By default, `kinds_dir` from the config
+                                        (`./kinds`)
+          --eval <DIRECTIVE>            An evaluator directive; repeat for several (all must pass, the
+                                        score is the lowest): `schema:PATH`, `kind:NAME`, `exec:CMD`
+                                        (`{artifact}` and `$ARTIFACT` name the artifact file),
+                                        `http:URL`, `score:CRITERION` (an LLM judge), `llm:NAME` (a
+                                        kind, LLM-checked)
           --artifact-ext <EXT>          The extension of the artifact file that `exec:` evaluators get
                                         (`py`, `rs`, …). By default, `json`, or `txt` with `--text`
       -m, --model <PROVIDER/MODEL>      The proposer, as `provider/model` (`openai/gpt-4o-mini`,
@@ -54,6 +60,8 @@ async fn run_help_lists_every_flag() {
           --max-tokens <N>              Output token limit per attempt. By default, the provider's
           --json                        Print the whole result (SPEC 3 JSON) on stdout instead of only
                                         the artifact
+          --no-store                    Do not record the run in the store (`.redraft/redraft.db` by
+                                        default)
           --progress <WHEN>             A progress line per attempt on stderr. By default, only when
                                         stderr is a terminal [default: auto] [possible values: auto,
                                         always, never]

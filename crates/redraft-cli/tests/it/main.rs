@@ -8,7 +8,9 @@ mod evaluators;
 mod exec;
 mod extract_validate;
 mod help;
+mod kinds;
 mod run;
+mod runs;
 mod until;
 
 use std::path::{Path, PathBuf};

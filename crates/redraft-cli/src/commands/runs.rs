@@ -1,0 +1,109 @@
+//! `redraft runs list|show|resume`: the recorded audit trail.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Result, anyhow};
+use redraft::SpecSetup;
+use redraft::config::Config;
+use redraft::core::{RunFilter, RunState};
+use redraft::recorder::{self, Start};
+
+use super::Outcome;
+use crate::args::RunsCommand;
+use crate::output::{ProgressLines, escalation_text};
+
+pub async fn run(which: RunsCommand, config_path: Option<&Path>) -> Result<Outcome> {
+    let config = Config::load(config_path)?;
+    let store = redraft::store::open(&config).await?;
+    let mut stdout = std::io::stdout().lock();
+    match which {
+        RunsCommand::List { status, limit, json } => {
+            let state =
+                status.as_deref().map(str::parse::<RunState>).transpose().map_err(|e| anyhow!("`--status`: {e}"))?;
+            let runs = store.list(&RunFilter { state, limit: Some(limit) }).await?;
+            if json {
+                serde_json::to_writer_pretty(&mut stdout, &runs)?;
+                writeln!(stdout)?;
+            } else {
+                for r in runs {
+                    let halted = r.halted_because.map(|h| h.to_string()).unwrap_or_else(|| "-".into());
+                    let score = r.best_score.map(|s| format!("{s:.2}")).unwrap_or_else(|| "-".into());
+                    writeln!(
+                        stdout,
+                        "{}  {:<9}  {:<14}  {} attempt(s)  best {}  {}",
+                        r.run_id,
+                        r.state.as_str(),
+                        halted,
+                        r.iterations,
+                        score,
+                        r.model.unwrap_or_default()
+                    )?;
+                }
+            }
+            Ok(Outcome::Success)
+        }
+        RunsCommand::Show { run_id, json } => {
+            let stored = store.run(&run_id).await?.ok_or_else(|| {
+                anyhow!("run `{run_id}` is not in the store\nhint: `redraft runs list` shows the recorded runs")
+            })?;
+            if json {
+                let shown = match &stored.result {
+                    Some(result) => serde_json::to_value(result)?,
+                    None => serde_json::json!({
+                        "run_id": stored.run_id, "state": stored.state, "spec": stored.spec, "history": stored.attempts,
+                    }),
+                };
+                serde_json::to_writer_pretty(&mut stdout, &shown)?;
+                writeln!(stdout)?;
+            } else {
+                writeln!(
+                    stdout,
+                    "run {}: {} ({} attempt(s))",
+                    stored.run_id,
+                    stored.state.as_str(),
+                    stored.attempts.len()
+                )?;
+                for a in &stored.attempts {
+                    let first = a.issues.first().map(|i| format!(" — {} {}", i.path, i.code)).unwrap_or_default();
+                    writeln!(stdout, "  {}: {} score {:.2}{first}", a.iteration, a.status.as_str(), a.score.get())?;
+                }
+                if let Some(result) = &stored.result {
+                    writeln!(stdout, "halted because {}", result.halted_because)?;
+                    if let Some(artifact) = &result.artifact {
+                        writeln!(stdout, "artifact: {artifact}")?;
+                    }
+                }
+            }
+            Ok(Outcome::Success)
+        }
+        RunsCommand::Resume { run_id, json, kinds } => {
+            drop(stdout);
+            let cwd = std::env::current_dir().map_err(|e| anyhow!("cannot read the current directory: {e}"))?;
+            let mut setup = SpecSetup::local(&config, cwd);
+            if let Some(dir) = &kinds {
+                setup.kinds = Some(Arc::new(crate::commands::kinds::load(Some(dir), &config)?));
+            }
+            let mut how = Start::default();
+            if std::io::stderr().is_terminal() {
+                how.observers.push(Arc::new(ProgressLines { max_iterations: config.policy.max_iterations }));
+            }
+            let result = recorder::resume(&run_id, &setup, store, how).await?;
+            let mut stdout = std::io::stdout().lock();
+            if json {
+                serde_json::to_writer_pretty(&mut stdout, &result)?;
+                writeln!(stdout)?;
+            } else if let (true, Some(artifact)) = (result.succeeded(), &result.artifact) {
+                writeln!(stdout, "{}", serde_json::to_string_pretty(artifact)?)?;
+            }
+            stdout.flush()?;
+            if result.succeeded() {
+                Ok(Outcome::Success)
+            } else {
+                eprint!("{}", escalation_text(&result));
+                Ok(Outcome::Failed)
+            }
+        }
+    }
+}

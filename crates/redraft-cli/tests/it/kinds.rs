@@ -1,0 +1,125 @@
+//! Kinds through the CLI: the staffing example end to end.
+
+use redraft_testkit::{FakeOpenAi, last_user_message, reply};
+use serde_json::{Value, json};
+
+use crate::{output, redraft, repo};
+
+const TOLEDO: &str = r#"{"contract_id": "C-7", "target_count": 2, "city": "Toledo", "state": "OH", "role": "Welder"}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fill_naming_a_louisville_worker_is_fed_back_and_the_loop_converges() {
+    let model = FakeOpenAi::start(vec![
+        reply(r#"{"contract_id": "C-7", "fills": [{"worker_id": "W-1"}, {"worker_id": "W-2"}]}"#),
+        reply(r#"{"contract_id": "C-7", "fills": [{"worker_id": "W-3"}, {"worker_id": "W-2"}]}"#),
+    ])
+    .await;
+    let mut c = redraft(&repo());
+    c.env("OPENAI_BASE_URL", model.base_url()).args([
+        "run",
+        "--no-store",
+        "--model",
+        "openai/fake",
+        "--kinds",
+        "examples/staffing/kinds",
+        "--kind",
+        "fill",
+        "--context",
+        TOLEDO,
+        "--prompt",
+        "Staff contract C-7.",
+        "--json",
+    ]);
+    let out = output(c).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["iterations"], 2);
+    let first: Vec<(String, String)> = result["history"][0]["issues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["code"].as_str().unwrap().to_owned(), i["message"].as_str().unwrap().to_owned()))
+        .collect();
+    assert!(
+        first.contains(&("rule:city_matches".into(), "city 'Louisville' doesn't match contract city 'Toledo'".into())),
+        "{first:?}"
+    );
+    assert_eq!(result["history"][0]["issues"][0]["evaluator"], "kind:fill");
+    assert_eq!(result["artifact"]["fills"][0]["worker_id"], "W-3");
+    // The proposer saw the kind's schema, its example and prompt, and the context.
+    let bodies = model.bodies().await;
+    let first_prompt = last_user_message(&bodies[0]);
+    assert!(first_prompt.contains("\"worker_id\""), "{first_prompt}");
+    assert!(first_prompt.contains("\"city\": \"Toledo\""), "{first_prompt}");
+    let feedback = last_user_message(&bodies[1]);
+    assert!(
+        feedback.contains("city 'Louisville' doesn't match contract city 'Toledo' [rule:city_matches]"),
+        "{feedback}"
+    );
+}
+
+#[tokio::test]
+async fn validate_checks_a_document_against_a_kind_with_its_context() {
+    let dir = repo();
+    let run = |doc: &str| {
+        let mut c = redraft(&dir);
+        c.args([
+            "validate",
+            "--kinds",
+            "examples/staffing/kinds",
+            "--kind",
+            "fill",
+            "--context",
+            "@examples/staffing/contexts/toledo-welders.json",
+        ])
+        .write_stdin(doc.to_owned());
+        output(c)
+    };
+    let out = run(r#"{"contract_id": "C-7", "fills": [{"worker_id": "W-99"}, {"worker_id": "W-4"}]}"#).await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stdout.contains("worker 'W-99' is not in the roster"), "{}", out.stdout);
+    assert!(out.stdout.contains("role 'Electrician' doesn't match contract role 'Welder'"), "{}", out.stdout);
+    let out = run(r#"{"contract_id": "C-7", "fills": [{"worker_id": "W-2"}, {"worker_id": "W-3"}]}"#).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+}
+
+#[tokio::test]
+async fn kinds_list_and_show() {
+    let dir = repo();
+    let out = output({
+        let mut c = redraft(&dir);
+        c.args(["kinds", "list", "--kinds", "examples/staffing/kinds"]);
+        c
+    })
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let names: Vec<&str> = out.stdout.lines().map(|l| l.split_whitespace().next().unwrap()).collect();
+    assert_eq!(names, ["email", "fill", "playbook"]);
+    let out = output({
+        let mut c = redraft(&dir);
+        c.args(["kinds", "show", "fill", "--kinds", "examples/staffing/kinds"]);
+        c
+    })
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let shown: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(shown["name"], "fill");
+    assert!(shown["rules"].as_array().unwrap().contains(&json!("city_matches")));
+    assert_eq!(shown["example"]["contract_id"], "C-7");
+    let out = output({
+        let mut c = redraft(&dir);
+        c.args(["kinds", "show", "nope", "--kinds", "examples/staffing/kinds"]);
+        c
+    })
+    .await;
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("nope") && out.stderr.contains("fill"), "{}", out.stderr);
+    let out = output({
+        let mut c = redraft(&dir);
+        c.args(["kinds", "list"]);
+        c
+    })
+    .await;
+    assert_eq!(out.code, 2, "no ./kinds in the repository root");
+    assert!(out.stderr.contains("--kinds DIR"), "{}", out.stderr);
+}

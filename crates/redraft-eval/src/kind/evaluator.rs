@@ -1,0 +1,62 @@
+//! `kind:NAME` as an evaluator: the kind's schema, then — only when the schema passes — its
+//! rules. (The kind's LLM check is a separate evaluator, built where the judge is.)
+
+use std::sync::Arc;
+
+use redraft_core::{EvalInput, Evaluator, EvaluatorError, Issue, Verdict};
+use serde_json::Value;
+
+use super::{Kind, KindError};
+use crate::schema::{SchemaError, SchemaEvaluator};
+
+/// Checks artifacts against a kind: schema first, rules when the schema passes.
+#[derive(Debug)]
+pub struct KindEvaluator {
+    name: String,
+    kind: Arc<Kind>,
+    schema: SchemaEvaluator,
+}
+
+impl KindEvaluator {
+    /// An evaluator for `kind`; its schema is compiled here.
+    pub fn new(kind: Arc<Kind>) -> Result<Self, KindError> {
+        let schema = SchemaEvaluator::new(kind.schema.clone()).map_err(|e| KindError::Schema {
+            path: kind.dir().join("schema.json"),
+            message: match e {
+                SchemaError::Invalid { message, .. } => message,
+                other => other.to_string(),
+            },
+        })?;
+        Ok(Self { name: format!("kind:{}", kind.name), kind, schema })
+    }
+
+    /// The kind this evaluator checks.
+    pub fn kind(&self) -> &Arc<Kind> {
+        &self.kind
+    }
+
+    /// The issues of one artifact: schema issues, or — when there is no schema error — the
+    /// rules' issues.
+    pub fn issues(&self, artifact: &Value, context: &Value) -> Vec<Issue> {
+        let mut issues = self.schema.issues(artifact);
+        if !issues.iter().any(Issue::is_error) {
+            issues.extend(self.kind.check_rules(artifact, context));
+        }
+        issues
+    }
+}
+
+#[async_trait::async_trait]
+impl Evaluator for KindEvaluator {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn schema(&self) -> Option<&Value> {
+        Some(&self.kind.schema)
+    }
+
+    async fn evaluate(&self, input: EvalInput<'_>) -> Result<Verdict, EvaluatorError> {
+        Ok(Verdict::from_issues(self.issues(input.artifact, input.context)))
+    }
+}

@@ -1,0 +1,271 @@
+//! Rules: compiled once at load (CEL expressions and minijinja templates), run per artifact.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use cel::{Context, Env, Value};
+use minijinja::Environment;
+use redraft_core::{Issue, Severity};
+use serde::Serialize;
+use toml::Spanned;
+
+use super::KindError;
+use super::error::line_col;
+use super::expr::{self, Expression, Scope, cel_to_json, describe, type_name};
+use super::manifest::RuleSpec;
+
+/// A compiled rule.
+#[derive(Debug)]
+pub(super) struct Rule {
+    pub code: String,
+    issue_code: String,
+    each: Option<Expression>,
+    when: Option<Expression>,
+    check: Expression,
+    found: Option<Expression>,
+    expected: Option<Expression>,
+    /// Template names in the kind's template environment.
+    path: Option<String>,
+    message: String,
+    severity: Option<Severity>,
+}
+
+/// Where a rule is compiled: the file (for errors), its text (for lines), the CEL environment,
+/// the kind's templates and its table names.
+pub(super) struct Compiler<'a> {
+    pub file: &'a Path,
+    pub text: &'a str,
+    pub env: &'a Env,
+    pub templates: &'a mut Environment<'static>,
+    pub tables: &'a [&'a str],
+}
+
+impl Compiler<'_> {
+    fn line<T>(&self, spanned: &Spanned<T>) -> usize {
+        line_col(self.text, spanned.span().start).0
+    }
+
+    pub fn rule(&mut self, spec: &RuleSpec) -> Result<Rule, KindError> {
+        let code = spec.code.get_ref().clone();
+        let bad = |field: &'static str, line: usize, message: String, hint: Option<String>| KindError::Rule {
+            path: self.file.to_owned(),
+            line,
+            code: code.clone(),
+            field,
+            message,
+            hint,
+        };
+        if code.is_empty() || !code.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')) {
+            return Err(bad(
+                "code",
+                self.line(&spec.code),
+                "must be a short word of letters, digits, `_`, `-` or `.`".into(),
+                Some("the issue code is `rule:CODE`, e.g. `rule:city_matches`".into()),
+            ));
+        }
+        let has_each = spec.each.is_some();
+        let whole = Scope { tables: self.tables, per_item: false, has_each };
+        let item = Scope { tables: self.tables, per_item: has_each, has_each };
+        let compile = |field: &'static str, s: &Spanned<String>, scope: &Scope<'_>| {
+            expr::compile(self.env, s.get_ref(), scope)
+                .map_err(|(message, hint)| bad(field, self.line(s), message, hint))
+        };
+        let each = spec.each.as_ref().map(|s| compile("each", s, &whole)).transpose()?;
+        let when = spec.when.as_ref().map(|s| compile("when", s, &item)).transpose()?;
+        let check = compile("check", &spec.check, &item)?;
+        let found = spec.found.as_ref().map(|s| compile("found", s, &item)).transpose()?;
+        let expected = spec.expected.as_ref().map(|s| compile("expected", s, &item)).transpose()?;
+
+        let mut allowed: BTreeSet<&str> = ["self", "context"].into();
+        if has_each {
+            allowed.extend(["item", "index"]);
+        }
+        if found.is_some() {
+            allowed.insert("found");
+        }
+        if expected.is_some() {
+            allowed.insert("expected");
+        }
+        let path = match &spec.path {
+            Some(s) => {
+                Some(self.template(&code, "path", s, &allowed).map_err(|(m, h)| bad("path", self.line(s), m, h))?)
+            }
+            None => None,
+        };
+        let message = self
+            .template(&code, "message", &spec.message, &allowed)
+            .map_err(|(m, h)| bad("message", self.line(&spec.message), m, h))?;
+        Ok(Rule {
+            issue_code: format!("rule:{code}"),
+            code,
+            each,
+            when,
+            check,
+            found,
+            expected,
+            path,
+            message,
+            severity: spec.severity,
+        })
+    }
+
+    /// Add the template and check the names it uses; returns its name.
+    fn template(
+        &mut self,
+        code: &str,
+        field: &str,
+        source: &Spanned<String>,
+        allowed: &BTreeSet<&str>,
+    ) -> Result<String, (String, Option<String>)> {
+        let name = format!("{code}/{field}");
+        self.templates.add_template_owned(name.clone(), source.get_ref().clone()).map_err(|e| {
+            let at = e.line().map(|l| format!(" (line {l} of the template)")).unwrap_or_default();
+            (format!("is not a valid template: {}{at}", e.detail().unwrap_or("syntax error")), None)
+        })?;
+        let template = self.templates.get_template(&name).map_err(|e| (e.to_string(), None))?;
+        let globals: BTreeSet<String> = self.templates.globals().map(|(k, _)| k.to_owned()).collect();
+        let mut unknown: Vec<String> = template
+            .undeclared_variables(false)
+            .into_iter()
+            .filter(|v| !allowed.contains(v.as_str()) && !globals.contains(v))
+            .collect();
+        unknown.sort();
+        let Some(first) = unknown.first() else {
+            return Ok(name);
+        };
+        let hint = match first.as_str() {
+            "found" | "expected" => {
+                format!("add `{first} = \"…\"` (a CEL expression) to the rule; its value is `{{{{ {first} }}}}`")
+            }
+            "item" | "index" => "add `each = \"self.LIST\"` to run the rule once per element".to_owned(),
+            _ => format!("templates see: {}", allowed.iter().copied().collect::<Vec<_>>().join(", ")),
+        };
+        Err((format!("uses `{{{{ {first} }}}}`, which is not defined for this rule"), Some(hint)))
+    }
+}
+
+/// What templates see.
+#[derive(Serialize)]
+struct Vars<'a> {
+    #[serde(rename = "self")]
+    artifact: &'a serde_json::Value,
+    context: &'a serde_json::Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    item: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    index: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    found: Option<&'a serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expected: Option<&'a serde_json::Value>,
+}
+
+/// One run of a kind's rules over one artifact.
+pub(super) struct Run<'a> {
+    pub templates: &'a Environment<'static>,
+    pub artifact: &'a serde_json::Value,
+    pub context: &'a serde_json::Value,
+    pub issues: Vec<Issue>,
+}
+
+impl Run<'_> {
+    fn render(&self, name: &str, vars: &Vars<'_>) -> Result<String, minijinja::Error> {
+        self.templates.get_template(name)?.render(minijinja::value::Serde(vars))
+    }
+}
+
+impl Rule {
+    pub fn run(&self, ctx: &Context<'_, '_>, run: &mut Run<'_>) {
+        let Some(each) = &self.each else {
+            self.run_one(ctx, None, run);
+            return;
+        };
+        match each.eval(ctx) {
+            Ok(Value::List(items)) => {
+                for (index, item) in items.iter().enumerate() {
+                    let mut inner = ctx.new_inner_scope();
+                    inner.add_variable_from_value("item", item.clone());
+                    inner.add_variable_from_value("index", Value::Int(i64::try_from(index).unwrap_or(i64::MAX)));
+                    self.run_one(&inner, Some((index, item)), run);
+                }
+            }
+            Ok(other) => {
+                let what = format!("it gave {}, not a list", type_name(&other));
+                self.broken("each", each, what, None, run);
+            }
+            Err(e) => self.broken("each", each, describe(&e), None, run),
+        }
+    }
+
+    fn run_one(&self, ctx: &Context<'_, '_>, item: Option<(usize, &Value)>, run: &mut Run<'_>) {
+        if let Some(when) = &self.when {
+            match when.eval(ctx) {
+                Ok(Value::Bool(true)) => {}
+                Ok(Value::Bool(false)) => return,
+                Ok(other) => {
+                    let what = format!("it gave {}, not a bool", type_name(&other));
+                    return self.broken("when", when, what, item, run);
+                }
+                Err(e) => return self.broken("when", when, describe(&e), item, run),
+            }
+        }
+        match self.check.eval(ctx) {
+            Ok(Value::Bool(true)) => {}
+            Ok(Value::Bool(false)) => {
+                let eval = |e: &Option<Expression>| e.as_ref().and_then(|e| e.eval(ctx).ok()).map(|v| cel_to_json(&v));
+                let found = eval(&self.found);
+                let expected = eval(&self.expected);
+                let vars = Vars {
+                    artifact: run.artifact,
+                    context: run.context,
+                    item: item.map(|(_, v)| cel_to_json(v)),
+                    index: item.map(|(i, _)| i),
+                    found: found.as_ref(),
+                    expected: expected.as_ref(),
+                };
+                let path = self.path(&vars, run);
+                let message = run.render(&self.message, &vars).unwrap_or_else(|e| {
+                    format!(
+                        "rule `{}` failed (its message does not render: {})",
+                        self.code,
+                        e.detail().unwrap_or("error")
+                    )
+                });
+                self.push(Issue::new(path, &self.issue_code, message).with_values(expected, found), run);
+            }
+            Ok(other) => {
+                let what = format!("it gave {}, not a bool", type_name(&other));
+                self.broken("check", &self.check, what, item, run);
+            }
+            Err(e) => self.broken("check", &self.check, describe(&e), item, run),
+        }
+    }
+
+    fn path(&self, vars: &Vars<'_>, run: &Run<'_>) -> String {
+        self.path.as_deref().and_then(|p| run.render(p, vars).ok()).unwrap_or_default()
+    }
+
+    /// The rule could not be evaluated (a missing field, a type error): a failed check whose
+    /// message says what failed, at the rule's path.
+    fn broken(&self, field: &str, e: &Expression, what: String, item: Option<(usize, &Value)>, run: &mut Run<'_>) {
+        let vars = Vars {
+            artifact: run.artifact,
+            context: run.context,
+            item: item.map(|(_, v)| cel_to_json(v)),
+            index: item.map(|(i, _)| i),
+            found: None,
+            expected: None,
+        };
+        // without an element, a per-element path cannot be rendered
+        let path = if self.each.is_some() && item.is_none() { String::new() } else { self.path(&vars, run) };
+        let message = format!("could not check rule `{}`: {what} (in `{field}`: `{}`)", self.code, e.source);
+        self.push(Issue::new(path, &self.issue_code, message), run);
+    }
+
+    fn push(&self, mut issue: Issue, run: &mut Run<'_>) {
+        if let Some(severity) = self.severity {
+            issue = issue.with_severity(severity);
+        }
+        run.issues.push(issue);
+    }
+}

@@ -1,0 +1,99 @@
+//! Stores for redraft runs and attempts, behind `redraft-core`'s [`Store`] port: SQLite by
+//! default ([`SqliteStore`], a file under `.redraft/`) and PostgreSQL ([`PostgresStore`]) when
+//! the URL is `postgres://…`.
+//!
+//! The key design decisions:
+//!
+//! - **Written as it happens.** Every call is its own committed transaction: a run is inserted
+//!   before its first attempt, each attempt is saved the moment it is judged (saving the same
+//!   iteration again replaces it), and the result is written when the run halts. A crash loses
+//!   at most the attempt in flight, and [`Store::unfinished`] names the runs to resume.
+//! - **One logical schema, two dialects.** `runs` and `attempts` have the same columns in both
+//!   databases (`migrations/sqlite`, `migrations/postgres`, embedded and applied on open). JSON
+//!   is kept as text (`TEXT` in SQLite, `json` in PostgreSQL rather than `jsonb`, which would
+//!   reorder an artifact's keys), so a stored run reads back byte for byte.
+//! - **The history is stored once.** Attempts live in `attempts`; the stored result omits its
+//!   history, and [`Store::run`] puts the attempts back. `finish_run` writes the result's history
+//!   into `attempts` in the same transaction, so the two always agree.
+//! - **Summary columns.** `iterations`, `best_score`, `halted_because` and `model` are kept on the
+//!   `runs` row by every write, so [`Store::list`] never parses a result.
+//! - **The worker queue** ([`Queue`]) lives on the same `runs` rows: claiming sets `running`, the
+//!   worker's id and a lease; PostgreSQL claims with `FOR UPDATE SKIP LOCKED`, SQLite (one
+//!   process) within a `BEGIN IMMEDIATE` transaction.
+//!
+//! SQLite writes go through one writer connection (`BEGIN IMMEDIATE`, `busy_timeout` 5 s, WAL),
+//! reads through a small pool of their own, so many concurrent runs in one server never see
+//! "database is locked".
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use redraft_core::store::{RunFilter, RunState, RunSummary, Store, StoreError, StoredRun};
+
+mod postgres;
+mod rows;
+mod sqlite;
+
+pub use postgres::PostgresStore;
+pub use sqlite::SqliteStore;
+
+/// Where the SQLite store lives when nothing else is configured, relative to the working
+/// directory.
+pub const DEFAULT_SQLITE_PATH: &str = ".redraft/redraft.db";
+
+/// The worker queue of runs (SPEC 8): queued runs are claimed under a lease, which the worker
+/// renews while it works; runs whose lease expired go back to the queue.
+#[async_trait::async_trait]
+pub trait Queue: Store {
+    /// Claim the oldest queued run for `worker_id`: it becomes `running`, held for `lease`.
+    /// `None` when nothing is queued. Two claimers never get the same run.
+    async fn claim_queued(&self, worker_id: &str, lease: Duration) -> Result<Option<String>, StoreError>;
+
+    /// Extend the lease on a run this worker holds to `lease` from now. `false` when the worker
+    /// no longer holds it (the lease expired and the run was requeued or finished): stop working
+    /// on it.
+    async fn heartbeat(&self, run_id: &str, worker_id: &str, lease: Duration) -> Result<bool, StoreError>;
+
+    /// Put running runs whose lease has expired back in the queue; how many were requeued.
+    /// Runs without a lease (started locally, not claimed) are left alone.
+    async fn requeue_expired(&self) -> Result<u64, StoreError>;
+}
+
+/// Open the store at `url`: PostgreSQL for `postgres://` and `postgresql://` URLs, SQLite for
+/// anything else (a path, `sqlite://PATH`, `:memory:`). Migrations are applied.
+pub async fn open(url: &str) -> Result<Arc<dyn Store>, StoreError> {
+    let queue = open_queue(url).await?;
+    Ok(queue)
+}
+
+/// [`open`], as the worker queue (which is also a [`Store`]).
+pub async fn open_queue(url: &str) -> Result<Arc<dyn Queue>, StoreError> {
+    if is_postgres_url(url) {
+        Ok(Arc::new(PostgresStore::connect(url).await?))
+    } else {
+        Ok(Arc::new(SqliteStore::open(url).await?))
+    }
+}
+
+/// Whether `url` names a PostgreSQL database.
+pub fn is_postgres_url(url: &str) -> bool {
+    let url = url.trim_start();
+    ["postgres://", "postgresql://"]
+        .iter()
+        .any(|scheme| url.get(..scheme.len()).is_some_and(|head| head.eq_ignore_ascii_case(scheme)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scheme_picks_the_database() {
+        assert!(is_postgres_url("postgres://u@h/db"));
+        assert!(is_postgres_url("PostgreSQL://u@h/db"));
+        assert!(!is_postgres_url("sqlite://.redraft/redraft.db"));
+        assert!(!is_postgres_url(DEFAULT_SQLITE_PATH));
+        assert!(!is_postgres_url("postgres"));
+        assert!(!is_postgres_url(":memory:"));
+    }
+}

@@ -1,0 +1,252 @@
+//! What both stores share: rows as read, columns as written, errors.
+
+use std::time::Duration;
+
+use redraft_core::policy::HaltReason;
+use redraft_core::record::{AttemptRecord, RunResult, RunStatus};
+use redraft_core::store::{RunState, RunSummary, StoreError, StoredRun};
+use serde_json::Value;
+
+/// A `runs` row as [`Store::run`](redraft_core::store::Store::run) reads it.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct RunRow {
+    pub id: String,
+    pub state: String,
+    pub spec: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub result: Option<String>,
+}
+
+/// A `runs` row as a list reads it: summary columns only.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct SummaryRow {
+    pub id: String,
+    pub state: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub iterations: i64,
+    pub halted_because: Option<String>,
+    pub best_score: Option<f64>,
+    pub model: Option<String>,
+}
+
+/// An `attempts` row.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct AttemptRow {
+    pub iteration: i64,
+    pub record: String,
+}
+
+/// The columns of an attempt to write.
+#[derive(Debug)]
+pub(crate) struct AttemptColumns {
+    pub iteration: i64,
+    pub status: &'static str,
+    pub score: f64,
+    pub has_artifact: bool,
+    pub model: Option<String>,
+    pub record: String,
+}
+
+impl AttemptColumns {
+    pub fn new(run_id: &str, attempt: &AttemptRecord) -> Result<Self, StoreError> {
+        let record = serde_json::to_string(attempt).map_err(|e| StoreError::Query {
+            action: format!("save attempt {} of run `{run_id}`", attempt.iteration),
+            message: format!("cannot encode the attempt as JSON: {e}"),
+        })?;
+        Ok(Self {
+            iteration: i64::from(attempt.iteration),
+            status: attempt.status.as_str(),
+            score: attempt.score.get(),
+            has_artifact: attempt.artifact.is_some(),
+            model: attempt.model.clone(),
+            record,
+        })
+    }
+}
+
+/// The columns of a finished run to write.
+#[derive(Debug)]
+pub(crate) struct ResultColumns {
+    pub state: &'static str,
+    pub halted_because: &'static str,
+    pub iterations: i64,
+    pub best_score: Option<f64>,
+    /// The result without its history, which goes to `attempts`.
+    pub result: String,
+    pub history: Vec<AttemptColumns>,
+}
+
+impl ResultColumns {
+    pub fn new(result: &RunResult) -> Result<Self, StoreError> {
+        let run_id = &result.run_id;
+        let history =
+            result.history.iter().map(|attempt| AttemptColumns::new(run_id, attempt)).collect::<Result<Vec<_>, _>>()?;
+        let without_history = RunResult { history: Vec::new(), ..result.clone() };
+        let text = serde_json::to_string(&without_history).map_err(|e| StoreError::Query {
+            action: format!("finish run `{run_id}`"),
+            message: format!("cannot encode the result as JSON: {e}"),
+        })?;
+        let state = match result.status {
+            RunStatus::Succeeded => RunState::Succeeded,
+            RunStatus::Failed => RunState::Failed,
+        };
+        Ok(Self {
+            state: state.as_str(),
+            halted_because: result.halted_because.as_str(),
+            iterations: i64::from(result.iterations),
+            best_score: result.best_score.map(|s| s.get()),
+            result: text,
+            history,
+        })
+    }
+
+    /// The iterations of the history, for deleting attempts the result does not list.
+    pub fn iterations_in_history(&self) -> Vec<i64> {
+        self.history.iter().map(|a| a.iteration).collect()
+    }
+}
+
+/// The spec as stored.
+pub(crate) fn encode_spec(run_id: &str, spec: &Value) -> Result<String, StoreError> {
+    serde_json::to_string(spec).map_err(|e| StoreError::Query {
+        action: format!("insert run `{run_id}`"),
+        message: format!("cannot encode the spec as JSON: {e}"),
+    })
+}
+
+/// The proposer's `provider/model` a spec names, if any (`model`, prefixed by `provider` when
+/// it is not already).
+pub(crate) fn model_of_spec(spec: &Value) -> Option<String> {
+    let model = spec.get("model").and_then(Value::as_str).filter(|m| !m.is_empty())?;
+    match spec.get("provider").and_then(Value::as_str).filter(|p| !p.is_empty()) {
+        Some(provider) if !model.starts_with(&format!("{provider}/")) => Some(format!("{provider}/{model}")),
+        _ => Some(model.to_owned()),
+    }
+}
+
+/// A lease as milliseconds, bounded so that `now + lease` cannot overflow.
+pub(crate) fn lease_ms(lease: Duration) -> i64 {
+    i64::try_from(lease.as_millis()).unwrap_or(i64::MAX).min(i64::MAX / 4)
+}
+
+/// A query failed while doing `action`.
+pub(crate) fn failed(action: impl Into<String>, error: sqlx::Error) -> StoreError {
+    StoreError::Query { action: action.into(), message: error.to_string() }
+}
+
+fn corrupt(what: String, message: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt { what, message: message.to_string() }
+}
+
+fn state(run_id: &str, text: &str) -> Result<RunState, StoreError> {
+    text.parse().map_err(|message: String| corrupt(format!("state of run `{run_id}`"), message))
+}
+
+fn u32_column(run_id: &str, column: &str, value: i64) -> Result<u32, StoreError> {
+    u32::try_from(value)
+        .map_err(|_| corrupt(format!("{column} of run `{run_id}`"), format!("`{value}` is out of range")))
+}
+
+impl SummaryRow {
+    pub fn into_summary(self) -> Result<RunSummary, StoreError> {
+        let halted_because = match &self.halted_because {
+            None => None,
+            Some(word) => Some(serde_json::from_value::<HaltReason>(Value::String(word.clone())).map_err(|e| {
+                corrupt(format!("halt reason of run `{}`", self.id), format!("`{word}` is not a halt reason: {e}"))
+            })?),
+        };
+        Ok(RunSummary {
+            state: state(&self.id, &self.state)?,
+            created_at_ms: self.created_at,
+            updated_at_ms: self.updated_at,
+            iterations: u32_column(&self.id, "iterations", self.iterations)?,
+            halted_because,
+            best_score: self.best_score,
+            model: self.model,
+            run_id: self.id,
+        })
+    }
+}
+
+impl RunRow {
+    /// The stored run, its attempts (in order) put back as the result's history.
+    pub fn into_stored(self, attempts: Vec<AttemptRow>) -> Result<StoredRun, StoreError> {
+        let run_id = self.id;
+        let spec = serde_json::from_str(&self.spec).map_err(|e| corrupt(format!("spec of run `{run_id}`"), e))?;
+        let attempts = attempts
+            .into_iter()
+            .map(|row| {
+                serde_json::from_str::<AttemptRecord>(&row.record)
+                    .map_err(|e| corrupt(format!("attempt {} of run `{run_id}`", row.iteration), e))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let result = match &self.result {
+            None => None,
+            Some(text) => {
+                let mut result = serde_json::from_str::<RunResult>(text)
+                    .map_err(|e| corrupt(format!("result of run `{run_id}`"), e))?;
+                result.history = attempts.clone();
+                Some(result)
+            }
+        };
+        Ok(StoredRun {
+            state: state(&run_id, &self.state)?,
+            run_id,
+            spec,
+            created_at_ms: self.created_at,
+            updated_at_ms: self.updated_at,
+            attempts,
+            result,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_model_comes_from_the_spec() {
+        assert_eq!(model_of_spec(&json!({"model": "openai/gpt-5"})).as_deref(), Some("openai/gpt-5"));
+        assert_eq!(model_of_spec(&json!({"provider": "local", "model": "qwen"})).as_deref(), Some("local/qwen"));
+        assert_eq!(model_of_spec(&json!({"provider": "local", "model": "local/qwen"})).as_deref(), Some("local/qwen"));
+        assert_eq!(model_of_spec(&json!({"provider": "local"})), None);
+        assert_eq!(model_of_spec(&json!({"prompt": "x"})), None);
+        assert_eq!(model_of_spec(&json!("not an object")), None);
+    }
+
+    #[test]
+    fn leases_never_overflow() {
+        assert_eq!(lease_ms(Duration::from_millis(1500)), 1500);
+        assert_eq!(lease_ms(Duration::MAX), i64::MAX / 4);
+    }
+
+    #[test]
+    fn damaged_rows_are_corrupt_not_panics() {
+        let row = SummaryRow {
+            id: "r".into(),
+            state: "paused".into(),
+            created_at: 0,
+            updated_at: 0,
+            iterations: 0,
+            halted_because: None,
+            best_score: None,
+            model: None,
+        };
+        assert!(matches!(row.into_summary(), Err(StoreError::Corrupt { .. })));
+        let row = RunRow {
+            id: "r".into(),
+            state: "running".into(),
+            spec: "{}".into(),
+            created_at: 0,
+            updated_at: 0,
+            result: None,
+        };
+        let err = row.into_stored(vec![AttemptRow { iteration: 1, record: "{".into() }]).unwrap_err();
+        assert!(err.to_string().starts_with("the stored attempt 1 of run `r` is damaged: "), "{err}");
+    }
+}

@@ -1,0 +1,435 @@
+//! The SQLite store: the default, one file (by default `.redraft/redraft.db`).
+//!
+//! Writes go through a pool of exactly one connection, each multi-statement write in a
+//! `BEGIN IMMEDIATE` transaction, so writers in this process queue in the pool instead of
+//! contending for SQLite's lock, and a writer in another process waits up to `busy_timeout`
+//! (5 s) instead of failing. Reads use a few connections of their own: in WAL mode they never
+//! block the writer nor wait for it.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redraft_core::record::{AttemptRecord, RunResult};
+use redraft_core::store::{RunFilter, RunState, RunSummary, Store, StoreError, StoredRun};
+use serde_json::Value;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Sqlite, Transaction};
+
+use crate::Queue;
+use crate::rows::{
+    AttemptColumns, AttemptRow, ResultColumns, RunRow, SummaryRow, encode_spec, failed, lease_ms, model_of_spec,
+};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
+
+/// How long a statement waits for another process's write lock.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections for reads (file databases).
+const READERS: u32 = 4;
+/// Runs listed when the filter sets no limit.
+const DEFAULT_LIMIT: u32 = 50;
+
+/// Runs and attempts in a SQLite database.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    /// Exactly one connection: all writes.
+    writer: SqlitePool,
+    /// Reads; the writer itself for an in-memory database.
+    reader: SqlitePool,
+    location: String,
+}
+
+/// Where the database is.
+#[derive(Debug, PartialEq)]
+enum Location {
+    Memory,
+    File(PathBuf),
+}
+
+impl SqliteStore {
+    /// Open (creating the file and its parent directories if needed) and migrate the database
+    /// at `location`: a path, a `sqlite://PATH` URL (`sqlite:///abs/path` for an absolute one),
+    /// or `:memory:` / `sqlite::memory:` for a private in-memory database (one connection; it
+    /// lives as long as this store).
+    pub async fn open(location: &str) -> Result<Self, StoreError> {
+        let open_error = |message: String| StoreError::Open { location: location.to_owned(), message };
+        let (options, place) = parse_location(location).map_err(|e| open_error(e.to_string()))?;
+        let options = options
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .busy_timeout(BUSY_TIMEOUT)
+            .foreign_keys(true)
+            .synchronous(SqliteSynchronous::Normal);
+
+        let (writer, reader) = match &place {
+            Location::Memory => {
+                // Each connection to `:memory:` would see its own database: keep exactly one, forever.
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .min_connections(1)
+                    .idle_timeout(None)
+                    .max_lifetime(None)
+                    .connect_with(options)
+                    .await
+                    .map_err(|e| open_error(e.to_string()))?;
+                migrate(&pool, location).await?;
+                (pool.clone(), pool)
+            }
+            Location::File(path) => {
+                if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    tokio::fs::create_dir_all(parent)
+                        .await
+                        .map_err(|e| open_error(format!("cannot create the directory `{}`: {e}", parent.display())))?;
+                }
+                let writer = SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .connect_with(options.clone())
+                    .await
+                    .map_err(|e| open_error(e.to_string()))?;
+                migrate(&writer, location).await?;
+                let reader = SqlitePoolOptions::new()
+                    .max_connections(READERS)
+                    .connect_with(options)
+                    .await
+                    .map_err(|e| open_error(e.to_string()))?;
+                (writer, reader)
+            }
+        };
+        tracing::debug!(location, "opened the SQLite store");
+        Ok(Self { writer, reader, location: location.to_owned() })
+    }
+
+    /// Where this store was opened, as given.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// Close the connections, waiting for them to finish (WAL is checkpointed by the last one).
+    pub async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+    }
+
+    async fn write(&self, action: impl Fn() -> String) -> Result<Transaction<'static, Sqlite>, StoreError> {
+        self.writer.begin_with("BEGIN IMMEDIATE").await.map_err(|e| failed(action(), e))
+    }
+
+    async fn exists(tx: &mut Transaction<'static, Sqlite>, run_id: &str) -> Result<bool, sqlx::Error> {
+        let found = sqlx::query_scalar::<_, i64>("SELECT 1 FROM runs WHERE id = $1")
+            .bind(run_id)
+            .fetch_optional(&mut **tx)
+            .await?;
+        Ok(found.is_some())
+    }
+}
+
+async fn migrate(pool: &SqlitePool, location: &str) -> Result<(), StoreError> {
+    MIGRATOR.run(pool).await.map_err(|e| StoreError::Open {
+        location: location.to_owned(),
+        message: format!("cannot apply the migrations: {e}"),
+    })
+}
+
+/// Connect options and kind of place for a path or `sqlite:` URL.
+fn parse_location(location: &str) -> Result<(SqliteConnectOptions, Location), sqlx::Error> {
+    let trimmed = location.trim();
+    if trimmed.is_empty() {
+        return Err(sqlx::Error::Configuration("the location is empty; give a path or a `sqlite://` URL".into()));
+    }
+    if trimmed == ":memory:" {
+        return Ok((SqliteConnectOptions::from_str(":memory:")?, Location::Memory));
+    }
+    let Some(rest) = trimmed.strip_prefix("sqlite:") else {
+        return Ok((SqliteConnectOptions::new().filename(trimmed), Location::File(PathBuf::from(trimmed))));
+    };
+    let options = SqliteConnectOptions::from_str(trimmed)?;
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    let (database, params) = rest.split_once('?').unwrap_or((rest, ""));
+    let memory = database == ":memory:" || params.split('&').any(|p| p == "mode=memory");
+    if memory {
+        Ok((options, Location::Memory))
+    } else if database.is_empty() {
+        Err(sqlx::Error::Configuration("the URL names no file; use `sqlite://PATH`".into()))
+    } else {
+        let path = options.get_filename().to_path_buf();
+        Ok((options, Location::File(path)))
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+const UPSERT_ATTEMPT: &str =
+    "INSERT INTO attempts (run_id, iteration, status, score, has_artifact, record, recorded_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)
+     ON CONFLICT (run_id, iteration) DO UPDATE SET
+         status = excluded.status, score = excluded.score, has_artifact = excluded.has_artifact,
+         record = excluded.record, recorded_at = excluded.recorded_at";
+
+async fn upsert_attempt(
+    tx: &mut Transaction<'static, Sqlite>,
+    run_id: &str,
+    attempt: &AttemptColumns,
+    now: i64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(UPSERT_ATTEMPT)
+        .bind(run_id)
+        .bind(attempt.iteration)
+        .bind(attempt.status)
+        .bind(attempt.score)
+        .bind(attempt.has_artifact)
+        .bind(&attempt.record)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+#[async_trait::async_trait]
+impl Store for SqliteStore {
+    async fn insert_run(&self, run_id: &str, spec: &Value, state: RunState) -> Result<(), StoreError> {
+        let action = || format!("insert run `{run_id}`");
+        let spec_text = encode_spec(run_id, spec)?;
+        let now = now_ms();
+        let inserted = sqlx::query(
+            "INSERT INTO runs (id, seq, state, spec, created_at, updated_at, model)
+             VALUES ($1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM runs), $2, $3, $4, $4, $5)
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(run_id)
+        .bind(state.as_str())
+        .bind(spec_text)
+        .bind(now)
+        .bind(model_of_spec(spec))
+        .execute(&self.writer)
+        .await
+        .map_err(|e| failed(action(), e))?;
+        if inserted.rows_affected() == 0 {
+            return Err(StoreError::Query { action: action(), message: "a run with this id is already stored".into() });
+        }
+        Ok(())
+    }
+
+    async fn set_state(&self, run_id: &str, state: RunState) -> Result<(), StoreError> {
+        let updated = sqlx::query(
+            "UPDATE runs SET state = $2, updated_at = $3,
+                 worker_id = CASE WHEN $2 = 'queued' THEN NULL ELSE worker_id END,
+                 lease_until = CASE WHEN $2 = 'running' THEN lease_until ELSE NULL END
+             WHERE id = $1",
+        )
+        .bind(run_id)
+        .bind(state.as_str())
+        .bind(now_ms())
+        .execute(&self.writer)
+        .await
+        .map_err(|e| failed(format!("set the state of run `{run_id}` to {}", state.as_str()), e))?;
+        if updated.rows_affected() == 0 {
+            return Err(StoreError::NotFound { run_id: run_id.to_owned() });
+        }
+        Ok(())
+    }
+
+    async fn save_attempt(&self, run_id: &str, attempt: &AttemptRecord) -> Result<(), StoreError> {
+        let action = || format!("save attempt {} of run `{run_id}`", attempt.iteration);
+        let columns = AttemptColumns::new(run_id, attempt)?;
+        let now = now_ms();
+        let mut tx = self.write(action).await?;
+        if !Self::exists(&mut tx, run_id).await.map_err(|e| failed(action(), e))? {
+            return Err(StoreError::NotFound { run_id: run_id.to_owned() });
+        }
+        upsert_attempt(&mut tx, run_id, &columns, now).await.map_err(|e| failed(action(), e))?;
+        sqlx::query(
+            "UPDATE runs SET updated_at = $2,
+                 iterations = (SELECT COUNT(*) FROM attempts WHERE run_id = $1),
+                 best_score = (SELECT MAX(score) FROM attempts WHERE run_id = $1 AND has_artifact),
+                 model = COALESCE(model, $3)
+             WHERE id = $1",
+        )
+        .bind(run_id)
+        .bind(now)
+        .bind(&columns.model)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| failed(action(), e))?;
+        tx.commit().await.map_err(|e| failed(action(), e))
+    }
+
+    async fn finish_run(&self, result: &RunResult) -> Result<(), StoreError> {
+        let run_id = result.run_id.as_str();
+        let action = || format!("finish run `{run_id}`");
+        let columns = ResultColumns::new(result)?;
+        let kept = serde_json::to_string(&columns.iterations_in_history())
+            .map_err(|e| StoreError::Query { action: action(), message: e.to_string() })?;
+        let now = now_ms();
+        let mut tx = self.write(action).await?;
+        let updated = sqlx::query(
+            "UPDATE runs SET state = $2, halted_because = $3, iterations = $4, best_score = $5, result = $6,
+                 updated_at = $7, lease_until = NULL
+             WHERE id = $1",
+        )
+        .bind(run_id)
+        .bind(columns.state)
+        .bind(columns.halted_because)
+        .bind(columns.iterations)
+        .bind(columns.best_score)
+        .bind(&columns.result)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| failed(action(), e))?;
+        if updated.rows_affected() == 0 {
+            return Err(StoreError::NotFound { run_id: run_id.to_owned() });
+        }
+        for attempt in &columns.history {
+            upsert_attempt(&mut tx, run_id, attempt, now).await.map_err(|e| failed(action(), e))?;
+        }
+        sqlx::query("DELETE FROM attempts WHERE run_id = $1 AND iteration NOT IN (SELECT value FROM json_each($2))")
+            .bind(run_id)
+            .bind(kept)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| failed(action(), e))?;
+        tx.commit().await.map_err(|e| failed(action(), e))
+    }
+
+    async fn run(&self, run_id: &str) -> Result<Option<StoredRun>, StoreError> {
+        let action = || format!("read run `{run_id}`");
+        // One read transaction: the run and its attempts from the same snapshot.
+        let mut tx = self.reader.begin().await.map_err(|e| failed(action(), e))?;
+        let row = sqlx::query_as::<_, RunRow>(
+            "SELECT id, state, spec, created_at, updated_at, result FROM runs WHERE id = $1",
+        )
+        .bind(run_id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(|e| failed(action(), e))?;
+        let Some(row) = row else { return Ok(None) };
+        let attempts = sqlx::query_as::<_, AttemptRow>(
+            "SELECT iteration, record FROM attempts WHERE run_id = $1 ORDER BY iteration",
+        )
+        .bind(run_id)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(|e| failed(action(), e))?;
+        tx.commit().await.map_err(|e| failed(action(), e))?;
+        row.into_stored(attempts).map(Some)
+    }
+
+    async fn list(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
+        let limit = i64::from(filter.limit.unwrap_or(DEFAULT_LIMIT));
+        let rows = match filter.state {
+            Some(state) => {
+                sqlx::query_as::<_, SummaryRow>(
+                    "SELECT id, state, created_at, updated_at, iterations, halted_because, best_score, model
+                     FROM runs WHERE state = $1 ORDER BY created_at DESC, seq DESC LIMIT $2",
+                )
+                .bind(state.as_str())
+                .bind(limit)
+                .fetch_all(&self.reader)
+                .await
+            }
+            None => {
+                sqlx::query_as::<_, SummaryRow>(
+                    "SELECT id, state, created_at, updated_at, iterations, halted_because, best_score, model
+                     FROM runs ORDER BY created_at DESC, seq DESC LIMIT $1",
+                )
+                .bind(limit)
+                .fetch_all(&self.reader)
+                .await
+            }
+        }
+        .map_err(|e| failed("list runs", e))?;
+        rows.into_iter().map(SummaryRow::into_summary).collect()
+    }
+
+    async fn unfinished(&self) -> Result<Vec<String>, StoreError> {
+        sqlx::query_scalar::<_, String>(
+            "SELECT id FROM runs WHERE state IN ('running', 'queued') ORDER BY created_at, seq",
+        )
+        .fetch_all(&self.reader)
+        .await
+        .map_err(|e| failed("list unfinished runs", e))
+    }
+}
+
+#[async_trait::async_trait]
+impl Queue for SqliteStore {
+    async fn claim_queued(&self, worker_id: &str, lease: Duration) -> Result<Option<String>, StoreError> {
+        let action = || format!("claim a queued run for worker `{worker_id}`");
+        let mut tx = self.write(action).await?;
+        let claimed = sqlx::query_scalar::<_, String>(
+            "UPDATE runs SET state = 'running', worker_id = $1, lease_until = $2 + $3, updated_at = $2
+             WHERE id = (SELECT id FROM runs WHERE state = 'queued' ORDER BY created_at, seq LIMIT 1)
+             RETURNING id",
+        )
+        .bind(worker_id)
+        .bind(now_ms())
+        .bind(lease_ms(lease))
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(|e| failed(action(), e))?;
+        tx.commit().await.map_err(|e| failed(action(), e))?;
+        Ok(claimed)
+    }
+
+    async fn heartbeat(&self, run_id: &str, worker_id: &str, lease: Duration) -> Result<bool, StoreError> {
+        let action = || format!("renew the lease of worker `{worker_id}` on run `{run_id}`");
+        let mut tx = self.write(action).await?;
+        let renewed = sqlx::query(
+            "UPDATE runs SET lease_until = $3 + $4, updated_at = $3
+             WHERE id = $1 AND worker_id = $2 AND state = 'running'",
+        )
+        .bind(run_id)
+        .bind(worker_id)
+        .bind(now_ms())
+        .bind(lease_ms(lease))
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| failed(action(), e))?;
+        if renewed.rows_affected() == 0 && !Self::exists(&mut tx, run_id).await.map_err(|e| failed(action(), e))? {
+            return Err(StoreError::NotFound { run_id: run_id.to_owned() });
+        }
+        tx.commit().await.map_err(|e| failed(action(), e))?;
+        Ok(renewed.rows_affected() > 0)
+    }
+
+    async fn requeue_expired(&self) -> Result<u64, StoreError> {
+        let requeued = sqlx::query(
+            "UPDATE runs SET state = 'queued', worker_id = NULL, lease_until = NULL, updated_at = $1
+             WHERE state = 'running' AND lease_until IS NOT NULL AND lease_until < $1",
+        )
+        .bind(now_ms())
+        .execute(&self.writer)
+        .await
+        .map_err(|e| failed("requeue runs whose lease expired", e))?;
+        Ok(requeued.rows_affected())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn place(location: &str) -> Location {
+        parse_location(location).map(|(_, place)| place).unwrap_or_else(|e| panic!("{location}: {e}"))
+    }
+
+    #[test]
+    fn locations_are_paths_or_urls() {
+        assert_eq!(place(".redraft/redraft.db"), Location::File(".redraft/redraft.db".into()));
+        assert_eq!(place("/tmp/x/r.db"), Location::File("/tmp/x/r.db".into()));
+        assert_eq!(place("sqlite://data/r.db"), Location::File("data/r.db".into()));
+        assert_eq!(place("sqlite:///tmp/r.db"), Location::File("/tmp/r.db".into()));
+        assert_eq!(place("sqlite:r.db"), Location::File("r.db".into()));
+        assert_eq!(place(":memory:"), Location::Memory);
+        assert_eq!(place("sqlite::memory:"), Location::Memory);
+        assert_eq!(place("sqlite://:memory:"), Location::Memory);
+        assert_eq!(place("sqlite://r.db?mode=memory"), Location::Memory);
+        assert!(parse_location("").is_err());
+        assert!(parse_location("sqlite://").is_err());
+        assert!(parse_location("sqlite://r.db?color=blue").is_err());
+    }
+}

@@ -1,0 +1,630 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! One contract, every store. Each case below is a plain `async fn(Arc<dyn Queue>)`; the
+//! `contract!` macro runs it against:
+//!
+//! - SQLite, always (a fresh file in a temp dir, opened through `redraft_store::open_queue`);
+//! - PostgreSQL when `DATABASE_URL` is a `postgres://` URL, each case in a schema of its own
+//!   (`redraft_test_<case>`, dropped afterwards). CI sets `DATABASE_URL` (`.ci/run` starts a
+//!   throwaway cluster); without it the PostgreSQL tests print that PostgreSQL is not configured
+//!   and pass.
+//!
+//! Tests that only make sense for one backend (reopening a file, `:memory:`) follow at the end.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redraft_core::extract::{Repair, Route};
+use redraft_core::record::{
+    AttemptRecord, AttemptStatus, Escalation, Metrics, RecurringIssue, RunErrorReport, RunResult, RunStatus, Validation,
+};
+use redraft_core::{FinishReason, HaltReason, Issue, Score};
+use redraft_store::{Queue, RunFilter, RunState, SqliteStore, Store, StoreError};
+use serde_json::{Value, json};
+
+// ---------------------------------------------------------------------------------------------
+// The backends
+
+/// A fresh SQLite store in a temp dir (kept alive by the returned guard).
+async fn sqlite_store() -> (Arc<dyn Queue>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested").join("redraft.db");
+    let store = redraft_store::open_queue(path.to_str().unwrap()).await.unwrap();
+    (store, dir)
+}
+
+/// `DATABASE_URL` when it names PostgreSQL.
+fn postgres_url() -> Option<String> {
+    std::env::var("DATABASE_URL").ok().filter(|url| redraft_store::is_postgres_url(url))
+}
+
+/// A schema of one test case, dropped by [`PgSchema::drop`].
+struct PgSchema {
+    url: String,
+    name: String,
+}
+
+impl PgSchema {
+    async fn execute(url: &str, sql: String) {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut conn).await.unwrap();
+        conn.close().await.unwrap();
+    }
+
+    async fn drop(self) {
+        Self::execute(&self.url, format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name)).await;
+    }
+}
+
+/// A PostgreSQL store in a fresh schema named after the case, or `None` when `DATABASE_URL`
+/// is not set to a PostgreSQL URL.
+async fn postgres_store(case: &str) -> Option<(Arc<dyn Queue>, PgSchema)> {
+    let Some(url) = postgres_url() else {
+        eprintln!("PostgreSQL is not configured (set DATABASE_URL=postgres://…); `{case}` was not run against it");
+        return None;
+    };
+    let name = format!("redraft_test_{case}");
+    PgSchema::execute(&url, format!("DROP SCHEMA IF EXISTS {name} CASCADE")).await;
+    PgSchema::execute(&url, format!("CREATE SCHEMA {name}")).await;
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let store = redraft_store::open_queue(&format!("{url}{separator}options[search_path]={name}")).await.unwrap();
+    Some((store, PgSchema { url, name }))
+}
+
+/// One test per case and backend: `sqlite::<case>` and `postgres::<case>`.
+macro_rules! contract {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $case() {
+                    let (store, _dir) = super::sqlite_store().await;
+                    super::$case(store).await;
+                }
+            )*
+        }
+
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $case() {
+                    let Some((store, schema)) = super::postgres_store(stringify!($case)).await else { return };
+                    super::$case(store).await;
+                    schema.drop().await;
+                }
+            )*
+        }
+    };
+}
+
+contract!(
+    lifecycle_is_written_as_it_happens,
+    failed_run_keeps_its_whole_history,
+    json_reads_back_verbatim,
+    list_orders_filters_and_limits,
+    unfinished_runs_oldest_first,
+    unknown_runs_are_not_found,
+    concurrent_runs_never_lock,
+    claims_are_exclusive,
+    expired_leases_are_requeued,
+);
+
+// ---------------------------------------------------------------------------------------------
+// Values
+
+fn spec(prompt: &str) -> Value {
+    json!({"prompt": prompt, "provider": "local", "model": "qwen", "max_iterations": 5})
+}
+
+fn attempt(iteration: u32, score: f64, artifact: Option<Value>) -> AttemptRecord {
+    let status = match (&artifact, score) {
+        (None, _) => AttemptStatus::InvalidJson,
+        (Some(_), s) if s >= 1.0 => AttemptStatus::Accepted,
+        (Some(_), _) => AttemptStatus::Rejected,
+    };
+    let issues = if score >= 1.0 {
+        Vec::new()
+    } else {
+        vec![
+            Issue::new("/city", "required", "`city` is missing")
+                .with_values(Some(json!("a string")), None)
+                .with_severity(redraft_core::Severity::Error),
+        ]
+    };
+    AttemptRecord {
+        iteration,
+        status,
+        raw: format!("attempt {iteration}: ```json\n{}\n```", artifact.clone().unwrap_or(Value::Null)),
+        extraction: artifact.as_ref().map(|_| Route::Fenced),
+        repairs: if iteration == 2 { vec![Repair::TrailingComma] } else { Vec::new() },
+        artifact,
+        score: Score::new(score).unwrap(),
+        issues,
+        tokens_in: 100 * u64::from(iteration),
+        tokens_out: 40,
+        tokens_estimated: iteration == 2,
+        cost_usd: Some(0.000_125 * f64::from(iteration)),
+        judge_cost_usd: None,
+        wall_ms: 1234,
+        finish_reason: Some(FinishReason::Stop),
+        repeat_of: None,
+        model: Some("local/qwen".into()),
+        temperature: Some(0.2),
+    }
+}
+
+fn result(run_id: &str, status: RunStatus, history: Vec<AttemptRecord>) -> RunResult {
+    let best =
+        history.iter().filter(|a| a.artifact.is_some()).max_by(|a, b| a.score.get().total_cmp(&b.score.get())).cloned();
+    let failed = status == RunStatus::Failed;
+    RunResult {
+        run_id: run_id.into(),
+        status,
+        halted_because: if failed { HaltReason::MaxIterations } else { HaltReason::Success },
+        artifact: best.as_ref().and_then(|a| a.artifact.clone()),
+        validation: Validation {
+            score: best.as_ref().map_or(Score::ZERO, |a| a.score),
+            passed: !failed,
+            issues: best.as_ref().map(|a| a.issues.clone()).unwrap_or_default(),
+        },
+        iterations: u32::try_from(history.len()).unwrap(),
+        best_iteration: best.as_ref().map(|a| a.iteration),
+        best_score: best.as_ref().map(|a| a.score),
+        best_ref: best.as_ref().map(|a| format!("{run_id}/{}", a.iteration)),
+        artifact_sha256: best.as_ref().map(|_| "ab".repeat(32)),
+        metrics: Metrics {
+            wall_ms: 3702,
+            tokens_in: 600,
+            tokens_out: 120,
+            tokens_estimated: true,
+            cost_usd: Some(0.00075),
+            judge_cost_usd: None,
+        },
+        escalation: failed.then(|| Escalation {
+            summary: "3 attempts failed on `/city`".into(),
+            attempts: vec!["1: required at /city".into()],
+            recurring_issues: vec![RecurringIssue { path: "/city".into(), code: "required".into(), count: 3 }],
+            pattern: Some("the same issue every time".into()),
+            question: "Where is the city?".into(),
+        }),
+        error: failed.then(|| RunErrorReport { code: "max_iterations".into(), message: "out of attempts".into() }),
+        history,
+    }
+}
+
+async fn summary(store: &dyn Store, run_id: &str) -> redraft_store::RunSummary {
+    let all = store.list(&RunFilter { state: None, limit: Some(1000) }).await.unwrap();
+    all.into_iter().find(|s| s.run_id == run_id).unwrap_or_else(|| panic!("`{run_id}` is not listed"))
+}
+
+fn ids(summaries: &[redraft_store::RunSummary]) -> Vec<&str> {
+    summaries.iter().map(|s| s.run_id.as_str()).collect()
+}
+
+fn not_found(result: Result<impl std::fmt::Debug, StoreError>, run_id: &str) {
+    match result {
+        Err(StoreError::NotFound { run_id: id }) => assert_eq!(id, run_id),
+        other => panic!("expected NotFound for `{run_id}`, got {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The contract
+
+/// insert → running → attempts visible one by one → an iteration saved again replaces it →
+/// finish → the exact result is rebuilt, and the summary follows along.
+async fn lifecycle_is_written_as_it_happens(store: Arc<dyn Queue>) {
+    let spec = spec("fill the form");
+    store.insert_run("run-a", &spec, RunState::Queued).await.unwrap();
+    let stored = store.run("run-a").await.unwrap().unwrap();
+    assert_eq!(stored.state, RunState::Queued);
+    assert_eq!(stored.spec, spec);
+    assert!(stored.attempts.is_empty() && stored.result.is_none());
+    assert!(stored.created_at_ms > 1_600_000_000_000, "milliseconds since the epoch: {}", stored.created_at_ms);
+    let first = summary(&*store, "run-a").await;
+    assert_eq!((first.iterations, first.best_score, first.halted_because), (0, None, None));
+    assert_eq!(first.model.as_deref(), Some("local/qwen"));
+
+    store.set_state("run-a", RunState::Running).await.unwrap();
+    assert_eq!(store.run("run-a").await.unwrap().unwrap().state, RunState::Running);
+
+    let attempts =
+        [attempt(1, 0.4, Some(json!({"name": "Ada"}))), attempt(2, 0.0, None), attempt(3, 0.5, Some(json!({"x": 1})))];
+    for (i, a) in attempts.iter().enumerate() {
+        store.save_attempt("run-a", a).await.unwrap();
+        // Visible at once, in order: a crash right now would lose nothing.
+        let stored = store.run("run-a").await.unwrap().unwrap();
+        assert_eq!(stored.attempts, attempts[..=i]);
+        let s = summary(&*store, "run-a").await;
+        assert_eq!(s.iterations, u32::try_from(i + 1).unwrap());
+        assert_eq!(s.state, RunState::Running);
+    }
+    // The best score counts only attempts with an artifact.
+    assert_eq!(summary(&*store, "run-a").await.best_score, Some(0.5));
+
+    // A resumed run remakes iteration 3: the new record replaces the old one.
+    let remade = attempt(3, 1.0, Some(json!({"name": "Ada", "city": "London"})));
+    store.save_attempt("run-a", &remade).await.unwrap();
+    let stored = store.run("run-a").await.unwrap().unwrap();
+    assert_eq!(stored.attempts.len(), 3);
+    assert_eq!(stored.attempts[2], remade);
+    assert_eq!(summary(&*store, "run-a").await.best_score, Some(1.0));
+    assert!(store.unfinished().await.unwrap().contains(&"run-a".to_owned()));
+
+    let history = vec![attempts[0].clone(), attempts[1].clone(), remade];
+    let result = result("run-a", RunStatus::Succeeded, history.clone());
+    store.finish_run(&result).await.unwrap();
+    let stored = store.run("run-a").await.unwrap().unwrap();
+    assert_eq!(stored.state, RunState::Succeeded);
+    assert_eq!(stored.attempts, history);
+    assert_eq!(stored.result.as_ref(), Some(&result));
+    assert_eq!(serde_json::to_string(&stored.result).unwrap(), serde_json::to_string(&Some(&result)).unwrap());
+    assert!(stored.updated_at_ms >= stored.created_at_ms);
+
+    let s = summary(&*store, "run-a").await;
+    assert_eq!(s.state, RunState::Succeeded);
+    assert_eq!(s.halted_because, Some(HaltReason::Success));
+    assert_eq!((s.iterations, s.best_score), (3, Some(1.0)));
+    assert!(!store.unfinished().await.unwrap().contains(&"run-a".to_owned()));
+}
+
+/// A failed run: state `failed`, escalation and error kept; the result's history is what is
+/// stored, even attempts that were never saved one by one, and only those.
+async fn failed_run_keeps_its_whole_history(store: Arc<dyn Queue>) {
+    store.insert_run("run-f", &json!({"prompt": "p"}), RunState::Running).await.unwrap();
+    let history = vec![attempt(1, 0.2, Some(json!([1, 2]))), attempt(2, 0.3, Some(json!([1]))), attempt(3, 0.0, None)];
+    store.save_attempt("run-f", &history[0]).await.unwrap();
+    store.save_attempt("run-f", &history[1]).await.unwrap();
+    // An attempt the run did not end up keeping (interrupted, then the run halted).
+    store.save_attempt("run-f", &attempt(4, 0.9, Some(json!([])))).await.unwrap();
+    // The spec names no model: the summary takes the proposer's from the first attempt.
+    assert_eq!(summary(&*store, "run-f").await.model.as_deref(), Some("local/qwen"));
+
+    let result = result("run-f", RunStatus::Failed, history.clone());
+    assert!(result.escalation.is_some() && result.error.is_some());
+    store.finish_run(&result).await.unwrap();
+
+    let stored = store.run("run-f").await.unwrap().unwrap();
+    assert_eq!(stored.state, RunState::Failed);
+    assert_eq!(stored.attempts, history);
+    assert_eq!(stored.result, Some(result));
+    let s = summary(&*store, "run-f").await;
+    assert_eq!(
+        (s.state, s.halted_because, s.iterations, s.best_score),
+        (RunState::Failed, Some(HaltReason::MaxIterations), 3, Some(0.3))
+    );
+
+    // Finishing again (a retried write) is harmless and gives the same run.
+    let again = store.run("run-f").await.unwrap().unwrap().result.unwrap();
+    store.finish_run(&again).await.unwrap();
+    assert_eq!(store.run("run-f").await.unwrap().unwrap().result, Some(again));
+}
+
+/// JSON comes back as it was written: key order (an artifact is shown as the model wrote it),
+/// Unicode, escapes, NUL, big integers, floats.
+async fn json_reads_back_verbatim(store: Arc<dyn Queue>) {
+    let text = r#"{"zeta": 1, "alpha": {"b": 2, "a": [3, 1]}, "text": "ü — 🚀 \"q\"\n\u0000", "big": 9007199254740993, "float": 0.1, "tiny": 1e-7, "neg": -0.0}"#;
+    let artifact: Value = serde_json::from_str(text).unwrap();
+    let spec = json!({"prompt": "p", "context": artifact.clone()});
+    store.insert_run("run-j", &spec, RunState::Running).await.unwrap();
+    let mut a = attempt(1, 1.0, Some(artifact.clone()));
+    a.raw = format!("Here you go:\n{text}\n\u{0}trailing \\ backslash");
+    store.save_attempt("run-j", &a).await.unwrap();
+    let result = result("run-j", RunStatus::Succeeded, vec![a.clone()]);
+    store.finish_run(&result).await.unwrap();
+
+    let stored = store.run("run-j").await.unwrap().unwrap();
+    assert_eq!(serde_json::to_string(&stored.spec).unwrap(), serde_json::to_string(&spec).unwrap());
+    assert_eq!(serde_json::to_string(&stored.attempts[0]).unwrap(), serde_json::to_string(&a).unwrap());
+    assert_eq!(serde_json::to_string(&stored.result).unwrap(), serde_json::to_string(&Some(&result)).unwrap());
+    let keys: Vec<&String> =
+        stored.result.as_ref().unwrap().artifact.as_ref().unwrap().as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["zeta", "alpha", "text", "big", "float", "tiny", "neg"]);
+}
+
+/// `list`: newest first, by state, at most `limit` (50 by default).
+async fn list_orders_filters_and_limits(store: Arc<dyn Queue>) {
+    for i in 0..5 {
+        store.insert_run(&format!("r{i}"), &spec(&format!("p{i}")), RunState::Running).await.unwrap();
+    }
+    store.finish_run(&result("r0", RunStatus::Succeeded, vec![attempt(1, 1.0, Some(json!(1)))])).await.unwrap();
+    store.finish_run(&result("r1", RunStatus::Failed, vec![attempt(1, 0.1, Some(json!(1)))])).await.unwrap();
+    store.set_state("r3", RunState::Queued).await.unwrap();
+
+    let list = |state: Option<RunState>, limit: Option<u32>| {
+        let store = store.clone();
+        async move { store.list(&RunFilter { state, limit }).await.unwrap() }
+    };
+    assert_eq!(ids(&list(None, None).await), ["r4", "r3", "r2", "r1", "r0"]);
+    assert_eq!(ids(&list(Some(RunState::Running), None).await), ["r4", "r2"]);
+    assert_eq!(ids(&list(Some(RunState::Queued), None).await), ["r3"]);
+    assert_eq!(ids(&list(Some(RunState::Failed), None).await), ["r1"]);
+    assert_eq!(ids(&list(None, Some(2)).await), ["r4", "r3"]);
+    assert_eq!(ids(&list(Some(RunState::Succeeded), Some(1)).await), ["r0"]);
+    assert!(list(None, Some(0)).await.is_empty());
+
+    let all = list(None, None).await;
+    assert!(all.windows(2).all(|w| w[0].created_at_ms >= w[1].created_at_ms));
+    let r0 = all.iter().find(|s| s.run_id == "r0").unwrap();
+    assert_eq!((r0.halted_because, r0.iterations, r0.best_score), (Some(HaltReason::Success), 1, Some(1.0)));
+
+    for i in 5..60 {
+        store.insert_run(&format!("r{i}"), &json!({"prompt": "p"}), RunState::Queued).await.unwrap();
+    }
+    let page = list(None, None).await;
+    assert_eq!(page.len(), 50);
+    assert_eq!(page[0].run_id, "r59");
+    assert_eq!(list(None, Some(500)).await.len(), 60);
+}
+
+/// `unfinished`: running and queued runs, oldest first.
+async fn unfinished_runs_oldest_first(store: Arc<dyn Queue>) {
+    assert!(store.unfinished().await.unwrap().is_empty());
+    for (id, state) in
+        [("a", RunState::Running), ("b", RunState::Queued), ("c", RunState::Running), ("d", RunState::Running)]
+    {
+        store.insert_run(id, &json!({"prompt": id}), state).await.unwrap();
+    }
+    store.finish_run(&result("c", RunStatus::Succeeded, vec![attempt(1, 1.0, Some(json!({})))])).await.unwrap();
+    assert_eq!(store.unfinished().await.unwrap(), ["a", "b", "d"]);
+    store.set_state("a", RunState::Queued).await.unwrap();
+    store.set_state("d", RunState::Failed).await.unwrap();
+    assert_eq!(store.unfinished().await.unwrap(), ["a", "b"]);
+}
+
+/// Writes to a run that is not stored fail with `NotFound`; reading one gives `None`; a second
+/// insert of the same id is refused.
+async fn unknown_runs_are_not_found(store: Arc<dyn Queue>) {
+    not_found(store.set_state("nope", RunState::Running).await, "nope");
+    not_found(store.save_attempt("nope", &attempt(1, 0.5, None)).await, "nope");
+    not_found(store.finish_run(&result("nope", RunStatus::Failed, Vec::new())).await, "nope");
+    not_found(store.heartbeat("nope", "w1", Duration::from_secs(1)).await, "nope");
+    assert!(store.run("nope").await.unwrap().is_none());
+    assert_eq!(StoreError::NotFound { run_id: "nope".into() }.to_string(), "run `nope` is not in the store");
+    // Nothing was created on the way.
+    assert!(store.list(&RunFilter::default()).await.unwrap().is_empty());
+
+    store.insert_run("dup", &json!({"prompt": "p"}), RunState::Queued).await.unwrap();
+    let err = store.insert_run("dup", &json!({"prompt": "other"}), RunState::Running).await.unwrap_err();
+    assert!(matches!(err, StoreError::Query { .. }), "{err:?}");
+    assert_eq!(err.to_string(), "the store failed to insert run `dup`: a run with this id is already stored");
+    assert_eq!(store.run("dup").await.unwrap().unwrap().spec, json!({"prompt": "p"}));
+}
+
+/// A server running many runs at once: 20 runs, each writing 5 attempts (and reading its run
+/// back after each) concurrently, never fail with "database is locked".
+async fn concurrent_runs_never_lock(store: Arc<dyn Queue>) {
+    let tasks: Vec<_> = (0..20)
+        .map(|r| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let run_id = format!("c{r:02}");
+                store.insert_run(&run_id, &spec("p"), RunState::Queued).await?;
+                store.set_state(&run_id, RunState::Running).await?;
+                let mut history = Vec::new();
+                for i in 1..=5 {
+                    let a = attempt(i, f64::from(i) / 5.0, Some(json!({"run": r, "i": i})));
+                    store.save_attempt(&run_id, &a).await?;
+                    history.push(a);
+                    let seen = store.run(&run_id).await?.map_or(0, |s| s.attempts.len());
+                    assert_eq!(seen, history.len());
+                    tokio::task::yield_now().await;
+                }
+                store.finish_run(&result(&run_id, RunStatus::Succeeded, history)).await?;
+                Ok::<_, StoreError>(())
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    let all = store.list(&RunFilter { state: Some(RunState::Succeeded), limit: Some(100) }).await.unwrap();
+    assert_eq!(all.len(), 20);
+    assert!(all.iter().all(|s| s.iterations == 5 && s.best_score == Some(1.0)));
+    for r in 0..20 {
+        assert_eq!(store.run(&format!("c{r:02}")).await.unwrap().unwrap().attempts.len(), 5);
+    }
+}
+
+/// 8 workers claiming 30 queued runs get 30 distinct runs; the oldest goes first; running
+/// runs are not claimable.
+async fn claims_are_exclusive(store: Arc<dyn Queue>) {
+    let lease = Duration::from_secs(60);
+    assert_eq!(store.claim_queued("w0", lease).await.unwrap(), None);
+    store.insert_run("busy", &json!({"prompt": "p"}), RunState::Running).await.unwrap();
+    let queued: HashSet<String> = (0..30).map(|i| format!("q{i:02}")).collect();
+    for i in 0..30 {
+        store.insert_run(&format!("q{i:02}"), &json!({"prompt": i}), RunState::Queued).await.unwrap();
+    }
+    assert_eq!(store.claim_queued("w0", lease).await.unwrap().as_deref(), Some("q00"));
+
+    let workers: Vec<_> = (1..=8)
+        .map(|w| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut mine = Vec::new();
+                while let Some(run_id) = store.claim_queued(&format!("w{w}"), lease).await? {
+                    mine.push(run_id);
+                    tokio::task::yield_now().await;
+                }
+                Ok::<_, StoreError>(mine)
+            })
+        })
+        .collect();
+    let mut claimed = vec!["q00".to_owned()];
+    for worker in workers {
+        claimed.extend(worker.await.unwrap().unwrap());
+    }
+    assert_eq!(claimed.len(), 30, "{claimed:?}");
+    assert_eq!(claimed.iter().cloned().collect::<HashSet<_>>(), queued);
+    for run_id in &claimed {
+        assert_eq!(store.run(run_id).await.unwrap().unwrap().state, RunState::Running);
+    }
+    assert_eq!(store.claim_queued("w0", lease).await.unwrap(), None);
+    assert_eq!(store.list(&RunFilter { state: Some(RunState::Running), limit: Some(100) }).await.unwrap().len(), 31);
+}
+
+/// Leases: a heartbeat renews only the holder's lease; expired leases go back to the queue (runs
+/// without a lease and finished runs are left alone), and the old holder learns it lost the run.
+async fn expired_leases_are_requeued(store: Arc<dyn Queue>) {
+    for id in ["long", "done", "short"] {
+        store.insert_run(id, &json!({"prompt": id}), RunState::Queued).await.unwrap();
+    }
+    store.insert_run("local", &json!({"prompt": "local"}), RunState::Running).await.unwrap();
+    let long = Duration::from_secs(600);
+    assert_eq!(store.claim_queued("w2", long).await.unwrap().as_deref(), Some("long"));
+    assert_eq!(store.claim_queued("w3", long).await.unwrap().as_deref(), Some("done"));
+    store.finish_run(&result("done", RunStatus::Succeeded, vec![attempt(1, 1.0, Some(json!(1)))])).await.unwrap();
+    assert!(store.heartbeat("long", "w2", long).await.unwrap());
+    assert_eq!(store.requeue_expired().await.unwrap(), 0, "nothing has expired");
+
+    assert_eq!(store.claim_queued("w1", Duration::from_millis(20)).await.unwrap().as_deref(), Some("short"));
+    assert!(!store.heartbeat("short", "w2", long).await.unwrap(), "w2 does not hold `short`");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(store.requeue_expired().await.unwrap(), 1);
+    assert_eq!(store.run("short").await.unwrap().unwrap().state, RunState::Queued);
+    assert_eq!(store.run("long").await.unwrap().unwrap().state, RunState::Running);
+    assert_eq!(store.run("local").await.unwrap().unwrap().state, RunState::Running);
+    assert_eq!(store.run("done").await.unwrap().unwrap().state, RunState::Succeeded);
+    assert_eq!(store.unfinished().await.unwrap(), ["long", "short", "local"]);
+
+    // The old holder learns it lost the run; another worker picks it up.
+    assert!(!store.heartbeat("short", "w1", long).await.unwrap());
+    assert_eq!(store.claim_queued("w4", long).await.unwrap().as_deref(), Some("short"));
+    assert!(store.heartbeat("short", "w4", long).await.unwrap());
+    assert_eq!(store.requeue_expired().await.unwrap(), 0);
+    assert_eq!(store.claim_queued("w5", long).await.unwrap(), None);
+}
+
+// ---------------------------------------------------------------------------------------------
+// SQLite only
+
+mod sqlite_only {
+    use super::*;
+
+    /// Open, write, close and drop; reopen (through a `sqlite://` URL) and read everything back.
+    #[tokio::test]
+    async fn a_file_store_survives_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a").join("b").join("redraft.db");
+        let history = vec![attempt(1, 0.5, Some(json!({"k": 1}))), attempt(2, 1.0, Some(json!({"k": 2})))];
+        let finished = result("done", RunStatus::Succeeded, history.clone());
+        {
+            let store = SqliteStore::open(path.to_str().unwrap()).await.unwrap();
+            store.insert_run("done", &spec("p"), RunState::Running).await.unwrap();
+            for a in &history {
+                store.save_attempt("done", a).await.unwrap();
+            }
+            store.finish_run(&finished).await.unwrap();
+            store.insert_run("interrupted", &spec("q"), RunState::Running).await.unwrap();
+            store.save_attempt("interrupted", &history[0]).await.unwrap();
+            store.close().await;
+        }
+        assert!(path.is_file(), "the file and its parent directories were created");
+
+        let store = redraft_store::open(&format!("sqlite://{}", path.display())).await.unwrap();
+        let done = store.run("done").await.unwrap().unwrap();
+        assert_eq!((done.state, done.result), (RunState::Succeeded, Some(finished)));
+        assert_eq!(store.unfinished().await.unwrap(), ["interrupted"]);
+        assert_eq!(store.run("interrupted").await.unwrap().unwrap().attempts, history[..1]);
+    }
+
+    /// The file is in WAL mode with foreign keys enforced.
+    #[tokio::test]
+    async fn the_file_is_in_wal_mode() {
+        use sqlx::Connection;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("redraft.db");
+        let store = SqliteStore::open(path.to_str().unwrap()).await.unwrap();
+        store.insert_run("r", &json!({"prompt": "p"}), RunState::Running).await.unwrap();
+        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display())).await.unwrap();
+        let mode: String = sqlx::query_scalar("PRAGMA journal_mode").fetch_one(&mut conn).await.unwrap();
+        assert_eq!(mode, "wal");
+        let tables: Vec<String> = sqlx::query_scalar(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\' ORDER BY name",
+        )
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+        assert_eq!(tables, ["attempts", "runs"]);
+    }
+
+    /// `:memory:` works with concurrent writers (one connection, so one database).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_memory_store_is_one_database() {
+        let store: Arc<dyn Queue> = redraft_store::open_queue(":memory:").await.unwrap();
+        store.insert_run("m", &spec("p"), RunState::Queued).await.unwrap();
+        let tasks: Vec<_> = (1..=10)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move { store.save_attempt("m", &attempt(i, 0.1, Some(json!(i)))).await })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap().unwrap();
+        }
+        assert_eq!(store.run("m").await.unwrap().unwrap().attempts.len(), 10);
+        assert_eq!(store.claim_queued("w", Duration::from_secs(1)).await.unwrap().as_deref(), Some("m"));
+        let other = SqliteStore::open("sqlite::memory:").await.unwrap();
+        assert!(other.run("m").await.unwrap().is_none(), "each memory store is its own database");
+    }
+
+    /// Two stores on one file (a server and `redraft runs …` in another process) write at the
+    /// same time without "database is locked".
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn two_stores_share_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("redraft.db");
+        let first = Arc::new(SqliteStore::open(path.to_str().unwrap()).await.unwrap());
+        let second = Arc::new(SqliteStore::open(path.to_str().unwrap()).await.unwrap());
+        let tasks: Vec<_> = (0..16)
+            .map(|r| {
+                let store = if r % 2 == 0 { first.clone() } else { second.clone() };
+                tokio::spawn(async move {
+                    let run_id = format!("s{r}");
+                    store.insert_run(&run_id, &spec("p"), RunState::Running).await?;
+                    for i in 1..=5 {
+                        store.save_attempt(&run_id, &attempt(i, 0.5, Some(json!(i)))).await?;
+                    }
+                    Ok::<_, StoreError>(())
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap().unwrap();
+        }
+        assert_eq!(first.unfinished().await.unwrap().len(), 16);
+        assert_eq!(second.run("s0").await.unwrap().unwrap().attempts.len(), 5);
+    }
+
+    /// A place that cannot hold a database is an `Open` error naming it.
+    #[tokio::test]
+    async fn a_bad_location_is_an_open_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("plain-file");
+        std::fs::write(&file, "not a directory").unwrap();
+        let location = file.join("redraft.db");
+        let err = SqliteStore::open(location.to_str().unwrap()).await.unwrap_err();
+        assert!(matches!(&err, StoreError::Open { location: l, .. } if l == location.to_str().unwrap()), "{err:?}");
+        assert!(err.to_string().starts_with(&format!("cannot open the store `{}`", location.display())), "{err}");
+
+        let garbage = dir.path().join("garbage.db");
+        std::fs::write(&garbage, vec![7u8; 8192]).unwrap();
+        let err = redraft_store::open(garbage.to_str().unwrap()).await.unwrap_err();
+        assert!(matches!(err, StoreError::Open { .. }), "{err:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// PostgreSQL without a server
+
+/// A PostgreSQL URL that cannot be reached is an `Open` error without the password.
+#[tokio::test]
+async fn an_unreachable_postgres_is_an_open_error_without_its_password() {
+    let err = redraft_store::open("postgres://app:s3cret@127.0.0.1:1/app").await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, StoreError::Open { .. }), "{err:?}");
+    assert!(text.starts_with("cannot open the store `postgres://app:***@127.0.0.1:1/app`: "), "{text}");
+    assert!(!text.contains("s3cret"), "{text}");
+}

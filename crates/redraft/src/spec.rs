@@ -1,0 +1,296 @@
+//! The run request: one shape for every face — the body of `POST /v1/iterate` and
+//! `POST /v1/runs`, the MCP `iterate` arguments, and what `redraft run` stores so that a run
+//! can be resumed. A spec is turned into a runner and a task in one place.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redraft_core::duration::serde_human;
+use redraft_core::{Ceilings, Directive, Mode, Policy, PromptStyle, Strategy, Task};
+use redraft_eval::SchemaEvaluator;
+use redraft_eval::kind::Kinds;
+use redraft_providers::{AgentCommand, CommandProvider};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::config::Config;
+use crate::error::ConfigError;
+use crate::evaluators::{self, EvaluatorSetup, ExecPermission};
+use crate::model::Model;
+use crate::runner::{Runner, RunnerBuilder};
+
+/// One evaluator directive or several.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum Directives {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Directives {
+    fn iter(&self) -> impl Iterator<Item = &String> {
+        let v: Vec<&String> = match self {
+            Directives::One(s) => vec![s],
+            Directives::Many(v) => v.iter().collect(),
+        };
+        v.into_iter()
+    }
+}
+
+/// What a run is asked to do, and within which limits. Every field but `prompt` is optional;
+/// what is left out comes from the config.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    /// The task.
+    pub prompt: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// A JSON object shown to the proposer and to evaluators (rules read it as `context`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Value>,
+    /// A registered kind (`target_type` is accepted too): its schema, rules and LLM check.
+    #[serde(default, alias = "target_type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// An inline JSON Schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Value>,
+    /// Evaluator directives: `schema:PATH`, `kind:NAME`, `exec:CMD`, `http:URL`,
+    /// `score:CRITERION`, `llm:NAME`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluator: Option<Directives>,
+    /// A named provider from the config; with `model`, the proposer is `provider/model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// `provider/model`, or a bare model for `provider` (or the default provider).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_iterations: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub success_threshold: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patience: Option<u32>,
+    #[serde(default, alias = "max_budget", skip_serializing_if = "Option::is_none")]
+    pub max_budget_usd: Option<f64>,
+    /// `"90s"`, `"5m"` or seconds.
+    #[serde(default, with = "serde_human::option", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub max_wall_time: Option<Duration>,
+    /// Per attempt (`timeout` is accepted too): `"120s"` or seconds.
+    #[serde(default, alias = "timeout", with = "serde_human::option", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub attempt_timeout: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat_limit: Option<u32>,
+    /// Evaluate the raw text instead of extracting JSON.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub text: bool,
+    /// `schema`, `example` or `both`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub prompt_style: Option<PromptStyle>,
+    /// The artifact file's extension for `exec:` evaluators.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact_ext: Option<String>,
+    /// A sandbox for `exec:` evaluators and command proposers: a name from the config or an
+    /// inline spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Value>,
+    /// An agent command that proposes instead of a model (local faces only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<Vec<String>>,
+}
+
+/// Where a spec is turned into a run, and what that face allows.
+#[derive(Debug, Clone)]
+pub struct SpecSetup<'a> {
+    pub config: &'a Config,
+    /// Where commands run and relative paths resolve.
+    pub workdir: PathBuf,
+    pub exec: ExecPermission,
+    /// Upper bounds on what a request may ask for.
+    pub ceilings: Ceilings,
+    pub kinds: Option<Arc<Kinds>>,
+    /// Whether agent commands may be given (the local CLI, not network faces).
+    pub allow_agents: bool,
+}
+
+impl<'a> SpecSetup<'a> {
+    /// The local CLI: anything goes, in the current directory.
+    pub fn local(config: &'a Config, workdir: PathBuf) -> Self {
+        Self {
+            config,
+            workdir,
+            exec: ExecPermission::Any,
+            ceilings: Ceilings { max_iterations: u32::MAX },
+            kinds: None,
+            allow_agents: true,
+        }
+    }
+}
+
+impl RunSpec {
+    /// The policy in force: the config's, overridden by the spec's fields.
+    pub fn policy(&self, base: &Policy) -> Policy {
+        let mut p = base.clone();
+        p.max_iterations = self.max_iterations.unwrap_or(p.max_iterations);
+        p.success_threshold = self.success_threshold.or(p.success_threshold);
+        p.patience = self.patience.unwrap_or(p.patience);
+        p.max_budget_usd = self.max_budget_usd.or(p.max_budget_usd);
+        p.max_wall_time = self.max_wall_time.or(p.max_wall_time);
+        p.attempt_timeout = self.attempt_timeout.unwrap_or(p.attempt_timeout);
+        p.repeat_limit = self.repeat_limit.unwrap_or(p.repeat_limit);
+        p
+    }
+
+    /// The directives this spec names, `kind` first.
+    pub fn directives(&self) -> Result<Vec<Directive>, ConfigError> {
+        let mut out = Vec::new();
+        if let Some(kind) = &self.kind {
+            out.push(Directive::Kind(kind.clone()));
+        }
+        for text in self.evaluator.iter().flat_map(Directives::iter) {
+            out.push(
+                text.parse::<Directive>()
+                    .map_err(|e| ConfigError::Invalid { key: "evaluator".into(), message: e.to_string() })?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// The `provider/model` name this spec asks for.
+    pub fn model_name(&self, config: &Config) -> Result<String, ConfigError> {
+        match (&self.provider, &self.model) {
+            (Some(provider), Some(model)) if !model.starts_with(&format!("{provider}/")) => {
+                Ok(format!("{provider}/{model}"))
+            }
+            (Some(provider), None) => Err(ConfigError::Invalid {
+                key: "model".into(),
+                message: format!("`provider` is `{provider}` but no `model` is named; add `\"model\": \"…\"`"),
+            }),
+            (_, model) => config.model_name(model.as_deref()),
+        }
+    }
+
+    /// Check the spec and turn it into a runner (to which observers may still be added) and a
+    /// task. Nothing is sent to a model.
+    pub fn prepare(&self, setup: &SpecSetup<'_>) -> Result<(RunnerBuilder, Task), ConfigError> {
+        let config = setup.config;
+        if self.prompt.trim().is_empty() {
+            return Err(ConfigError::Invalid { key: "prompt".into(), message: "the prompt is empty".into() });
+        }
+        if let Some(c) = &self.context
+            && !c.is_object()
+        {
+            return Err(ConfigError::Invalid { key: "context".into(), message: "must be a JSON object".into() });
+        }
+        let policy = self.policy(&config.policy);
+        let sandbox = match &self.sandbox {
+            None => None,
+            Some(Value::String(name)) => Some(config.sandbox(name)?),
+            Some(inline) => Some(config.sandbox(&inline.to_string())?),
+        };
+        let model = match &self.agent {
+            Some(argv) if !argv.is_empty() => {
+                if !setup.allow_agents {
+                    return Err(ConfigError::Invalid {
+                        key: "agent".into(),
+                        message: "agent commands are not accepted here; configure a `command` provider instead".into(),
+                    });
+                }
+                let name = format!("command/{}", argv.first().map(String::as_str).unwrap_or("agent"));
+                let agent = CommandProvider::new(name, AgentCommand::Argv(argv.clone()), &setup.workdir)
+                    .timeout(policy.attempt_timeout)
+                    .sandbox(sandbox.clone());
+                Model::new(agent)
+            }
+            _ => config.model(&self.model_name(config)?)?,
+        };
+        let is_command = model.name().starts_with("command/");
+        let mut builder = Runner::builder()
+            .model(&model)
+            .policy(policy.clone())
+            .ceilings(setup.ceilings.clone())
+            .strategy(if is_command { Strategy::Fresh } else { Strategy::Conversation })
+            .mode(if self.text { Mode::Text } else { Mode::Structured })
+            .prompt_style(self.prompt_style.unwrap_or(config.prompt_style))
+            .feedback_max_chars(config.feedback_max_chars)
+            .temperature_step(config.temperature_step);
+        if let Some(t) = self.temperature.or(config.temperature) {
+            builder = builder.temperature(t);
+        }
+        if let Some(n) = self.max_tokens.or(config.max_tokens) {
+            builder = builder.max_tokens(n);
+        }
+        for name in &config.fallback_models {
+            builder = builder.fallback(&config.model(&config.model_name(Some(name))?)?);
+        }
+        if let Some(schema) = &self.schema {
+            builder = builder.evaluator(Arc::new(SchemaEvaluator::new(schema.clone())?));
+        }
+        let evaluator_setup = EvaluatorSetup {
+            config,
+            workdir: setup.workdir.clone(),
+            sandbox,
+            timeout: policy.attempt_timeout,
+            artifact_ext: self.artifact_ext.clone(),
+            exec: setup.exec.clone(),
+            kinds: setup.kinds.clone(),
+        };
+        let built = evaluators::build(&self.directives()?, &evaluator_setup)?;
+        for evaluator in built.evaluators {
+            builder = builder.evaluator(evaluator);
+        }
+        let mut prompt = self.prompt.clone();
+        if let Some(kind) = &built.kind {
+            if let Some(extra) = kind.prompt.as_deref().filter(|p| !p.trim().is_empty()) {
+                prompt = format!("{}\n\n{}", prompt.trim_end(), extra.trim());
+            }
+            if let Some(example) = &kind.example {
+                builder = builder.example(example.clone());
+            }
+        }
+        let task = Task { prompt, system: self.system.clone(), context: self.context.clone() };
+        Ok((builder, task))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gateway_style_requests_parse() {
+        let spec: RunSpec = serde_json::from_value(serde_json::json!({
+            "prompt": "Staff contract C-7",
+            "target_type": "fill",
+            "provider": "ollama_cloud",
+            "model": "kimi-k2.6",
+            "context": {"city": "Toledo"},
+            "max_iterations": 4,
+            "max_budget": 0.5,
+            "max_wall_time": "90s",
+            "timeout": 30,
+            "evaluator": ["exec:true", "score:polite"]
+        }))
+        .unwrap();
+        assert_eq!(spec.kind.as_deref(), Some("fill"));
+        assert_eq!(spec.max_budget_usd, Some(0.5));
+        assert_eq!(spec.attempt_timeout, Some(Duration::from_secs(30)));
+        assert_eq!(spec.model_name(&Config::default()).unwrap(), "ollama_cloud/kimi-k2.6");
+        let d = spec.directives().unwrap();
+        assert_eq!(d.len(), 3);
+        let p = spec.policy(&Policy::default());
+        assert_eq!((p.max_iterations, p.max_wall_time), (4, Some(Duration::from_secs(90))));
+        assert!(serde_json::from_value::<RunSpec>(serde_json::json!({"prompt": "x", "max_iteration": 3})).is_err());
+        // round trip: what the CLI stores is what it reads back
+        let text = serde_json::to_string(&spec).unwrap();
+        assert_eq!(serde_json::from_str::<RunSpec>(&text).unwrap(), spec);
+    }
+}
