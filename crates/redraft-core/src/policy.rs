@@ -86,14 +86,29 @@ impl Default for Policy {
 }
 
 /// Upper bounds a server or config puts on what a request may ask for.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Ceilings {
+    /// By default, 20.
     pub max_iterations: u32,
+    /// The largest `max_budget_usd` a request may set. By default, none.
+    pub max_budget_usd: Option<f64>,
+    /// The longest `max_wall_time` a request may set; with a ceiling, a request that sets none
+    /// gets the ceiling. By default, none.
+    #[serde(with = "serde_human::option")]
+    pub max_wall_time: Option<Duration>,
 }
 
 impl Default for Ceilings {
     fn default() -> Self {
-        Self { max_iterations: 20 }
+        Self { max_iterations: 20, max_budget_usd: None, max_wall_time: None }
+    }
+}
+
+impl Ceilings {
+    /// No bounds at all (the local CLI).
+    pub fn none() -> Self {
+        Self { max_iterations: u32::MAX, max_budget_usd: None, max_wall_time: None }
     }
 }
 
@@ -108,6 +123,20 @@ impl Policy {
                 "max_iterations",
                 &self.max_iterations.to_string(),
                 &format!("must be at most {}", ceilings.max_iterations),
+            ));
+        }
+        if let (Some(asked), Some(limit)) = (self.max_budget_usd, ceilings.max_budget_usd)
+            && asked > limit
+        {
+            return Err(PlanError::invalid("max_budget_usd", &asked.to_string(), &format!("must be at most {limit} here")));
+        }
+        if let (Some(asked), Some(limit)) = (self.max_wall_time, ceilings.max_wall_time)
+            && asked > limit
+        {
+            return Err(PlanError::invalid(
+                "max_wall_time",
+                &crate::duration::format(asked),
+                &format!("must be at most {} here", crate::duration::format(limit)),
             ));
         }
         if let Some(t) = self.success_threshold
@@ -190,6 +219,11 @@ mod tests {
         bad(Policy { max_iterations: 21, ..Policy::default() }, "at most 20");
         bad(Policy { max_budget_usd: Some(-1.0), ..Policy::default() }, "max_budget_usd");
         bad(Policy { repeat_limit: 1, ..Policy::default() }, "repeat_limit");
+        let server = Ceilings { max_budget_usd: Some(1.0), max_wall_time: Some(Duration::from_secs(60)), ..c.clone() };
+        let err = Policy { max_budget_usd: Some(5.0), ..Policy::default() }.validate(&server).unwrap_err().to_string();
+        assert!(err.contains("must be at most 1 here"), "{err}");
+        let err = Policy { max_wall_time: Some(Duration::from_secs(600)), ..Policy::default() }.validate(&server).unwrap_err().to_string();
+        assert!(err.contains("must be at most 60s here"), "{err}");
     }
 
     #[test]

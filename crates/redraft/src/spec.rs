@@ -128,7 +128,7 @@ impl<'a> SpecSetup<'a> {
             config,
             workdir,
             exec: ExecPermission::Any,
-            ceilings: Ceilings { max_iterations: u32::MAX },
+            ceilings: Ceilings::none(),
             kinds: None,
             allow_agents: true,
         }
@@ -190,7 +190,10 @@ impl RunSpec {
         {
             return Err(ConfigError::Invalid { key: "context".into(), message: "must be a JSON object".into() });
         }
-        let policy = self.policy(&config.policy);
+        let mut policy = self.policy(&config.policy);
+        if policy.max_wall_time.is_none() {
+            policy.max_wall_time = setup.ceilings.max_wall_time;
+        }
         let sandbox = match &self.sandbox {
             None => None,
             Some(Value::String(name)) => Some(config.sandbox(name)?),
