@@ -4,6 +4,9 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 
 use redraft::{AttemptRecord, RunObserver, RunResult};
+use serde_json::Value;
+
+use crate::commands::Outcome;
 
 /// Prints one line per attempt on stderr.
 #[derive(Debug)]
@@ -79,4 +82,28 @@ pub fn escalation_text(r: &RunResult) -> String {
         }
     }
     out
+}
+
+/// Print a run's outcome: the whole result with `json`, else the accepted artifact (raw text in
+/// text mode); a failed run's escalation goes to stderr and makes the outcome `Failed`.
+pub fn report(result: &RunResult, json: bool, text: bool) -> anyhow::Result<Outcome> {
+    let mut stdout = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut stdout, result)?;
+        writeln!(stdout)?;
+    } else if result.succeeded()
+        && let Some(artifact) = &result.artifact
+    {
+        match artifact {
+            Value::String(t) if text => writeln!(stdout, "{t}")?,
+            other => writeln!(stdout, "{}", serde_json::to_string_pretty(other)?)?,
+        }
+    }
+    stdout.flush()?;
+    if result.succeeded() {
+        Ok(Outcome::Success)
+    } else {
+        eprint!("{}", escalation_text(result));
+        Ok(Outcome::Failed)
+    }
 }

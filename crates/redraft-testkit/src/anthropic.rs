@@ -1,43 +1,25 @@
 //! A fake of Anthropic's Messages API on `127.0.0.1:0`: `POST /v1/messages` answered from a
 //! script, reply by reply, in Anthropic's wire format. Strict: a call beyond the script gets
 //! HTTP 500 (an `api_error` saying "unexpected call"), which fails the run under test visibly.
-//!
-//! (Self-contained — no `crate::` paths — so that crates which cannot depend on the testkit
-//! can include it with `#[path]`.)
 
-use std::collections::VecDeque;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use wiremock::ResponseTemplate;
 
-struct Script(Mutex<VecDeque<ResponseTemplate>>);
-
-impl Respond for Script {
-    fn respond(&self, _: &Request) -> ResponseTemplate {
-        let next = self.0.lock().ok().and_then(|mut q| q.pop_front());
-        next.unwrap_or_else(|| error(500, "api_error", "unexpected call: the script is exhausted"))
-    }
-}
+use crate::scripted::ScriptedServer;
 
 /// A scripted Messages API server.
 #[derive(Debug)]
 pub struct FakeAnthropic {
-    server: MockServer,
+    server: ScriptedServer,
 }
 
 impl FakeAnthropic {
     /// Start a server that answers `POST /v1/messages` with `replies` in order.
     pub async fn start(replies: Vec<ResponseTemplate>) -> Self {
-        let server = MockServer::start().await;
-        Mock::given(method("POST"))
-            .and(path("/v1/messages"))
-            .respond_with(Script(Mutex::new(replies.into())))
-            .mount(&server)
-            .await;
-        Self { server }
+        let exhausted = error(500, "api_error", "unexpected call: the script is exhausted");
+        Self { server: ScriptedServer::start("/v1/messages", replies, exhausted).await }
     }
 
     /// The base URL, as `ANTHROPIC_BASE_URL` holds it (without `/v1`).
@@ -47,19 +29,17 @@ impl FakeAnthropic {
 
     /// The JSON bodies received so far.
     pub async fn bodies(&self) -> Vec<Value> {
-        let requests = self.server.received_requests().await.unwrap_or_default();
-        requests.iter().filter_map(|r| r.body_json().ok()).collect()
+        self.server.bodies().await
     }
 
     /// How many requests were received.
     pub async fn calls(&self) -> usize {
-        self.server.received_requests().await.map(|r| r.len()).unwrap_or(0)
+        self.server.calls().await
     }
 
     /// The value of header `name` in each request received (`None` where it was missing).
     pub async fn headers(&self, name: &str) -> Vec<Option<String>> {
-        let requests = self.server.received_requests().await.unwrap_or_default();
-        requests.iter().map(|r| r.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)).collect()
+        self.server.headers(name).await
     }
 }
 

@@ -1,45 +1,30 @@
-//! Fakes for tests, not mocks: a fake OpenAI-compatible server on `127.0.0.1:0` that answers
-//! `POST /v1/chat/completions` from a script, reply by reply. It is strict: a call beyond the
+//! Fakes for tests, not mocks: fake OpenAI-compatible, Anthropic and Ollama servers on
+//! `127.0.0.1:0` that answer from a script, reply by reply. They are strict: a call beyond the
 //! script gets HTTP 500 "unexpected call", which fails the run under test visibly.
-
-use std::collections::VecDeque;
-use std::sync::Mutex;
-use std::time::Duration;
-
-use serde_json::{Value, json};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
-
-pub use wiremock::ResponseTemplate as Reply;
 
 pub mod anthropic;
 pub mod ollama;
+mod scripted;
 
-struct Script(Mutex<VecDeque<ResponseTemplate>>);
+use std::time::Duration;
 
-impl Respond for Script {
-    fn respond(&self, _: &Request) -> ResponseTemplate {
-        let next = self.0.lock().ok().and_then(|mut q| q.pop_front());
-        next.unwrap_or_else(|| ResponseTemplate::new(500).set_body_string("unexpected call: the script is exhausted"))
-    }
-}
+use serde_json::{Value, json};
+use wiremock::ResponseTemplate;
 
-/// A scripted OpenAI-compatible server.
+pub use scripted::ScriptedServer;
+pub use wiremock::ResponseTemplate as Reply;
+
+/// A scripted OpenAI-compatible server (`POST /v1/chat/completions`).
 #[derive(Debug)]
 pub struct FakeOpenAi {
-    server: MockServer,
+    server: ScriptedServer,
 }
 
 impl FakeOpenAi {
     /// Start a server that answers with `replies` in order.
     pub async fn start(replies: Vec<ResponseTemplate>) -> Self {
-        let server = MockServer::start().await;
-        Mock::given(method("POST"))
-            .and(path("/v1/chat/completions"))
-            .respond_with(Script(Mutex::new(replies.into())))
-            .mount(&server)
-            .await;
-        Self { server }
+        let exhausted = ResponseTemplate::new(500).set_body_string("unexpected call: the script is exhausted");
+        Self { server: ScriptedServer::start("/v1/chat/completions", replies, exhausted).await }
     }
 
     /// The base URL, as `OPENAI_BASE_URL` holds it (ends in `/v1`).
@@ -49,13 +34,12 @@ impl FakeOpenAi {
 
     /// The JSON bodies received so far.
     pub async fn bodies(&self) -> Vec<Value> {
-        let requests = self.server.received_requests().await.unwrap_or_default();
-        requests.iter().filter_map(|r| r.body_json().ok()).collect()
+        self.server.bodies().await
     }
 
     /// How many requests were received.
     pub async fn calls(&self) -> usize {
-        self.server.received_requests().await.map(|r| r.len()).unwrap_or(0)
+        self.server.calls().await
     }
 }
 

@@ -1,43 +1,25 @@
 //! A fake of Ollama's native chat API on `127.0.0.1:0`: `POST /api/chat` (not streamed)
 //! answered from a script, reply by reply, in Ollama's wire format. Strict: a call beyond the
 //! script gets HTTP 500 `{"error": "unexpected call: …"}`, which fails the run under test visibly.
-//!
-//! (Self-contained — no `crate::` paths — so that crates which cannot depend on the testkit
-//! can include it with `#[path]`.)
 
-use std::collections::VecDeque;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use wiremock::ResponseTemplate;
 
-struct Script(Mutex<VecDeque<ResponseTemplate>>);
-
-impl Respond for Script {
-    fn respond(&self, _: &Request) -> ResponseTemplate {
-        let next = self.0.lock().ok().and_then(|mut q| q.pop_front());
-        next.unwrap_or_else(|| error(500, "unexpected call: the script is exhausted"))
-    }
-}
+use crate::scripted::ScriptedServer;
 
 /// A scripted Ollama server.
 #[derive(Debug)]
 pub struct FakeOllama {
-    server: MockServer,
+    server: ScriptedServer,
 }
 
 impl FakeOllama {
     /// Start a server that answers `POST /api/chat` with `replies` in order.
     pub async fn start(replies: Vec<ResponseTemplate>) -> Self {
-        let server = MockServer::start().await;
-        Mock::given(method("POST"))
-            .and(path("/api/chat"))
-            .respond_with(Script(Mutex::new(replies.into())))
-            .mount(&server)
-            .await;
-        Self { server }
+        let exhausted = error(500, "unexpected call: the script is exhausted");
+        Self { server: ScriptedServer::start("/api/chat", replies, exhausted).await }
     }
 
     /// The base URL (`http://127.0.0.1:PORT`, without `/api`).
@@ -47,13 +29,12 @@ impl FakeOllama {
 
     /// The JSON bodies received so far.
     pub async fn bodies(&self) -> Vec<Value> {
-        let requests = self.server.received_requests().await.unwrap_or_default();
-        requests.iter().filter_map(|r| r.body_json().ok()).collect()
+        self.server.bodies().await
     }
 
     /// How many requests were received.
     pub async fn calls(&self) -> usize {
-        self.server.received_requests().await.map(|r| r.len()).unwrap_or(0)
+        self.server.calls().await
     }
 }
 

@@ -1,6 +1,6 @@
 //! `redraft run`: the loop, from the command line.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::Outcome;
 use crate::args::{PolicyArgs, Progress, PromptStyleArg, RunArgs};
 use crate::input;
-use crate::output::{ProgressLines, escalation_text};
+use crate::output::{ProgressLines, report};
 
 pub async fn run(args: RunArgs, config_path: Option<&std::path::Path>) -> Result<Outcome> {
     let config = Config::load(config_path)?;
@@ -43,25 +43,7 @@ pub async fn run(args: RunArgs, config_path: Option<&std::path::Path>) -> Result
     let store = if args.no_store { None } else { Some(redraft::store::open(&config).await?) };
     let result = recorder::start(&spec, &setup, store, how).await?;
 
-    let mut stdout = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut stdout, &result)?;
-        writeln!(stdout)?;
-    } else if result.succeeded()
-        && let Some(artifact) = &result.artifact
-    {
-        match artifact {
-            Value::String(text) if args.text => writeln!(stdout, "{text}")?,
-            other => writeln!(stdout, "{}", serde_json::to_string_pretty(other)?)?,
-        }
-    }
-    stdout.flush()?;
-    if result.succeeded() {
-        Ok(Outcome::Success)
-    } else {
-        eprint!("{}", escalation_text(&result));
-        Ok(Outcome::Failed)
-    }
+    report(&result, args.json, args.text)
 }
 
 /// The run spec the flags describe (what is stored, so `runs resume` can continue it).

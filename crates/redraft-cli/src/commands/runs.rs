@@ -12,7 +12,7 @@ use redraft::recorder::{self, Start};
 
 use super::Outcome;
 use crate::args::RunsCommand;
-use crate::output::{ProgressLines, escalation_text};
+use crate::output::{ProgressLines, report};
 
 pub async fn run(which: RunsCommand, config_path: Option<&Path>) -> Result<Outcome> {
     let config = Config::load(config_path)?;
@@ -90,20 +90,7 @@ pub async fn run(which: RunsCommand, config_path: Option<&Path>) -> Result<Outco
                 how.observers.push(Arc::new(ProgressLines { max_iterations: config.policy.max_iterations }));
             }
             let result = recorder::resume(&run_id, &setup, store, how).await?;
-            let mut stdout = std::io::stdout().lock();
-            if json {
-                serde_json::to_writer_pretty(&mut stdout, &result)?;
-                writeln!(stdout)?;
-            } else if let (true, Some(artifact)) = (result.succeeded(), &result.artifact) {
-                writeln!(stdout, "{}", serde_json::to_string_pretty(artifact)?)?;
-            }
-            stdout.flush()?;
-            if result.succeeded() {
-                Ok(Outcome::Success)
-            } else {
-                eprint!("{}", escalation_text(&result));
-                Ok(Outcome::Failed)
-            }
+            report(&result, json, false)
         }
     }
 }
