@@ -123,3 +123,37 @@ async fn kinds_list_and_show() {
     assert_eq!(out.code, 2, "no ./kinds in the repository root");
     assert!(out.stderr.contains("--kinds DIR"), "{}", out.stderr);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llm_checks_a_kind_with_a_judge_after_its_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let kinds = repo().join("examples/staffing/kinds");
+    let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+    write(
+        "proposer.jsonl",
+        "\"{\\\"contract_id\\\": \\\"C-7\\\", \\\"fills\\\": [{\\\"worker_id\\\": \\\"W-2\\\"}, {\\\"worker_id\\\": \\\"W-3\\\"}]}\"\n",
+    );
+    write("judge.jsonl", "\"{\\\"score\\\": 0.95, \\\"issues\\\": []}\"\n");
+    write("redraft.toml", "judge_model = \"mock/judge.jsonl\"\n");
+    let mut c = redraft(dir.path());
+    c.args([
+        "run",
+        "--no-store",
+        "--model",
+        "mock/proposer.jsonl",
+        "--kinds",
+        kinds.to_str().unwrap(),
+        "--eval",
+        "llm:fill",
+        "--context",
+        TOLEDO,
+        "--prompt",
+        "Staff C-7",
+        "--json",
+    ]);
+    let out = output(c).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["history"][0]["score"], 0.95, "the judge's score is the run's (the rules passed)");
+    assert_eq!(result["history"][0]["status"], "accepted", "0.95 passes the 0.9 default of a scoring evaluator");
+}
