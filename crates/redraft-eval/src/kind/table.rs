@@ -1,8 +1,8 @@
-//! Reference tables: CSV with a header row, or JSON Lines of objects, loaded once into a CEL
-//! map from key to row.
+//! Reference tables: CSV with a header row, JSON Lines of objects, or Parquet (with the
+//! `parquet` cargo feature), loaded once into a CEL map from key to row.
 //!
 //! CSV cells stay strings (CSV has no types: `007` stays `"007"`); convert in CEL with
-//! `int(row.rate)` or `double(row.rate)`. JSON Lines rows keep their JSON types.
+//! `int(row.rate)` or `double(row.rate)`. JSON Lines and Parquet rows keep their types.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -33,13 +33,16 @@ pub(super) fn load(name: &str, path: &Path, key: &str) -> Result<Table, KindErro
     let (rows, by_key) = match ext.as_deref() {
         Some("csv") => load_csv(name, path, key)?,
         Some("jsonl" | "ndjson") => load_jsonl(name, path, key)?,
+        #[cfg(feature = "parquet")]
+        Some("parquet") => load_parquet(name, path, key)?,
+        #[cfg(not(feature = "parquet"))]
         Some("parquet") => {
             return Err(err(
                 path,
                 None,
                 name,
-                "Parquet tables are not supported yet".into(),
-                Some("convert the file to CSV (with a header row) or JSON Lines (one object per line)".into()),
+                "Parquet tables need redraft built with the `parquet` feature".into(),
+                Some("rebuild with `--features parquet`, or convert the file to CSV (with a header row) or JSON Lines".into()),
             ));
         }
         other => {
@@ -130,25 +133,58 @@ fn load_csv(name: &str, path: &Path, key: &str) -> Result<Rows, KindError> {
 
 fn load_jsonl(name: &str, path: &Path, key: &str) -> Result<Rows, KindError> {
     let text = std::fs::read_to_string(path).map_err(|e| read_error(path, e))?;
-    let mut by_key = HashMap::new();
-    let mut lines: HashMap<String, usize> = HashMap::new();
-    let mut rows = 0;
+    let mut keyed = Keyed::new(name, path, key);
     for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
         if raw.trim().is_empty() {
             continue;
         }
         let value: serde_json::Value = serde_json::from_str(raw).map_err(|e| {
             err(
                 path,
-                Some(line),
+                Some(i + 1),
                 name,
                 format!("not valid JSON: {e}"),
                 Some("a JSON Lines table holds one JSON object per line".into()),
             )
         })?;
+        keyed.insert(i + 1, value)?;
+    }
+    Ok(keyed.finish())
+}
+
+/// Parquet rows, read as JSON objects (the line of an error is the row number, from 1).
+#[cfg(feature = "parquet")]
+fn load_parquet(name: &str, path: &Path, key: &str) -> Result<Rows, KindError> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let file = std::fs::File::open(path).map_err(|e| read_error(path, e))?;
+    let bad = |e: parquet::errors::ParquetError| err(path, None, name, format!("not a readable Parquet file: {e}"), None);
+    let reader = SerializedFileReader::new(file).map_err(bad)?;
+    let mut keyed = Keyed::new(name, path, key);
+    for (i, row) in reader.get_row_iter(None).map_err(bad)?.enumerate() {
+        keyed.insert(i + 1, row.map_err(bad)?.to_json_value())?;
+    }
+    Ok(keyed.finish())
+}
+
+/// Rows of typed objects (JSON Lines, Parquet) gathered by key, rejecting a missing or
+/// repeated key with the line (or row) it is on.
+struct Keyed<'a> {
+    name: &'a str,
+    path: &'a Path,
+    key: &'a str,
+    by_key: HashMap<Key, Value>,
+    lines: HashMap<String, usize>,
+}
+
+impl<'a> Keyed<'a> {
+    fn new(name: &'a str, path: &'a Path, key: &'a str) -> Self {
+        Self { name, path, key, by_key: HashMap::new(), lines: HashMap::new() }
+    }
+
+    fn insert(&mut self, line: usize, value: serde_json::Value) -> Result<(), KindError> {
+        let (name, path, key) = (self.name, self.path, self.key);
         let serde_json::Value::Object(fields) = &value else {
-            return Err(err(path, Some(line), name, "the line is not a JSON object".into(), None));
+            return Err(err(path, Some(line), name, "the row is not a JSON object".into(), None));
         };
         let id = match fields.get(key) {
             Some(serde_json::Value::String(s)) if !s.is_empty() => Key::String(Arc::new(s.clone())),
@@ -173,7 +209,7 @@ fn load_jsonl(name: &str, path: &Path, key: &str) -> Result<Rows, KindError> {
             }
         };
         let seen = fields.get(key).map(ToString::to_string).unwrap_or_default();
-        if let Some(first) = lines.insert(seen.clone(), line) {
+        if let Some(first) = self.lines.insert(seen.clone(), line) {
             return Err(err(
                 path,
                 Some(line),
@@ -182,10 +218,13 @@ fn load_jsonl(name: &str, path: &Path, key: &str) -> Result<Rows, KindError> {
                 Some(format!("keys in the `{key}` field must be unique")),
             ));
         }
-        by_key.insert(id, json_to_cel(&value));
-        rows += 1;
+        self.by_key.insert(id, json_to_cel(&value));
+        Ok(())
     }
-    Ok((rows, by_key))
+
+    fn finish(self) -> Rows {
+        (self.by_key.len(), self.by_key)
+    }
 }
 
 #[cfg(test)]
@@ -255,7 +294,7 @@ mod tests {
         let err = check("o.jsonl", "{\"id\": 1}\n{\"id\": \n", "id").unwrap_err();
         assert!(err.starts_with("DIR/o.jsonl:2: table `t`: not valid JSON:"), "{err}");
         let err = check("o.jsonl", "[1]\n", "id").unwrap_err();
-        assert_eq!(err, "DIR/o.jsonl:1: table `t`: the line is not a JSON object");
+        assert_eq!(err, "DIR/o.jsonl:1: table `t`: the row is not a JSON object");
         let err = check("o.jsonl", "{\"id\": 1}\n{\"name\": 2}\n", "id").unwrap_err();
         assert!(err.starts_with("DIR/o.jsonl:2: table `t`: the object has no key field `id`\nhint:"), "{err}");
         let err = check("o.jsonl", "{\"id\": null}\n", "id").unwrap_err();
@@ -267,13 +306,52 @@ mod tests {
     #[test]
     fn other_formats_are_refused_naming_the_file() {
         let err = check("w.parquet", "PAR1", "id").unwrap_err();
-        assert_eq!(
-            err,
-            "DIR/w.parquet: table `t`: Parquet tables are not supported yet\nhint: convert the file to CSV (with a header row) or JSON Lines (one object per line)"
-        );
+        if cfg!(feature = "parquet") {
+            assert!(err.starts_with("DIR/w.parquet: table `t`: not a readable Parquet file"), "{err}");
+        } else {
+            assert!(err.starts_with("DIR/w.parquet: table `t`: Parquet tables need redraft built with the `parquet` feature"), "{err}");
+        }
         let err = check("w.xlsx", "", "id").unwrap_err();
         assert!(err.starts_with("DIR/w.xlsx: table `t`: a `.xlsx` file is not a table format"), "{err}");
         let err = load("t", Path::new("/nonexistent/w.csv"), "id").unwrap_err().to_string();
         assert!(err.starts_with("cannot read `/nonexistent/w.csv`:") && err.contains("hint:"), "{err}");
+    }
+
+    #[cfg(feature = "parquet")]
+    #[test]
+    fn parquet_rows_keep_their_types() {
+        use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
+        use parquet::file::properties::WriterProperties;
+        use parquet::file::writer::SerializedFileWriter;
+        use parquet::schema::parser::parse_message_type;
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("workers.parquet");
+        let schema = Arc::new(
+            parse_message_type("message w { REQUIRED BYTE_ARRAY id (UTF8); REQUIRED BYTE_ARRAY city (UTF8); REQUIRED INT64 years; }")
+                .unwrap(),
+        );
+        let file = std::fs::File::create(&path).unwrap();
+        let mut writer = SerializedFileWriter::new(file, schema, Arc::new(WriterProperties::builder().build())).unwrap();
+        let mut group = writer.next_row_group().unwrap();
+        let strings = |v: &[&str]| v.iter().map(|s| ByteArray::from(*s)).collect::<Vec<_>>();
+        let mut col = group.next_column().unwrap().unwrap();
+        col.typed::<ByteArrayType>().write_batch(&strings(&["W-1", "W-2"]), None, None).unwrap();
+        col.close().unwrap();
+        let mut col = group.next_column().unwrap().unwrap();
+        col.typed::<ByteArrayType>().write_batch(&strings(&["Louisville", "Toledo"]), None, None).unwrap();
+        col.close().unwrap();
+        let mut col = group.next_column().unwrap().unwrap();
+        col.typed::<Int64Type>().write_batch(&[7, 3], None, None).unwrap();
+        col.close().unwrap();
+        group.close().unwrap();
+        writer.close().unwrap();
+
+        let table = load("workers", &path, "id").unwrap();
+        assert_eq!(table.rows, 2);
+        let Value::Map(map) = &table.value else { panic!("{:?}", table.value) };
+        let Some(Value::Map(row)) = map.map.get(&Key::String(Arc::new("W-2".into()))) else { panic!() };
+        assert_eq!(row.map.get(&Key::String(Arc::new("city".into()))), Some(&Value::String(Arc::new("Toledo".into()))));
+        assert_eq!(row.map.get(&Key::String(Arc::new("years".into()))), Some(&Value::Int(3)));
     }
 }
