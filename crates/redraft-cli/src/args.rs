@@ -33,6 +33,10 @@ pub enum Command {
     Until(UntilArgs),
     /// Decide the next step of an iteration: proceed, retry (with feedback) or escalate.
     Decide(DecideArgs),
+    /// Serve the MCP tools iterate, validate, example, submit and decide over stdio.
+    Mcp(McpArgs),
+    /// Serve the HTTP API, the OpenAI-compatible proxy and the run viewer.
+    Serve(ServeArgs),
     /// Show the configuration: the commented defaults, or what is in force here.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -331,6 +335,30 @@ pub struct DecideArgs {
     /// summarises every earlier iteration.
     #[arg(long)]
     pub store: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Where kinds live. By default, `kinds_dir` from the config (`./kinds`).
+    #[arg(long, value_name = "DIR")]
+    pub kinds: Option<PathBuf>,
+
+    /// Do not record `iterate` runs in the store (`.redraft/redraft.db` by default).
+    #[arg(long)]
+    pub no_store: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Where to listen, HOST:PORT (port 0 picks a free one). Without tokens (the variable
+    /// named by `[server] tokens_env`, `REDRAFT_TOKENS` by default) only a loopback address is
+    /// accepted. By default, `[server] addr` from the config (`127.0.0.1:8080`).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub addr: Option<String>,
+
+    /// Where kinds live. By default, `kinds_dir` from the config (`./kinds`).
+    #[arg(long, value_name = "DIR")]
+    pub kinds: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

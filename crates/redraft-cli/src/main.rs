@@ -39,6 +39,8 @@ fn main() -> ExitCode {
             Command::Runs(which) => commands::runs::run(which, cli.config.as_deref()).await,
             Command::Kinds(which) => commands::kinds::run(which, cli.config.as_deref()),
             Command::Decide(args) => commands::decide::run(args, cli.config.as_deref()),
+            Command::Serve(args) => commands::serve::run(args, cli.config.as_deref()).await,
+            Command::Mcp(args) => commands::mcp::run(args, cli.config.as_deref()).await,
         }
     });
     exit_code(outcome)

@@ -30,12 +30,16 @@ pub struct Task {
     /// A JSON object available to templates and evaluators.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<Value>,
+    /// Earlier turns of a conversation, sent after the system message and before the prompt
+    /// (the OpenAI-compatible proxy passes a client's chat this way). By default, none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<Message>,
 }
 
 impl Task {
     /// A task with only a prompt.
     pub fn new(prompt: impl Into<String>) -> Self {
-        Self { prompt: prompt.into(), system: None, context: None }
+        Self { prompt: prompt.into(), system: None, context: None, turns: Vec::new() }
     }
 }
 
@@ -331,6 +335,7 @@ impl Engine {
         if let Some(system) = &self.plan.task.system {
             messages.push(Message::system(system.clone()));
         }
+        messages.extend(self.plan.task.turns.iter().cloned());
         match self.plan.strategy {
             Strategy::Conversation => messages.extend(self.conversation.iter().cloned()),
             Strategy::Fresh => messages.push(Message::user(self.fresh_prompt())),

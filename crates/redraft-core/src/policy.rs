@@ -128,7 +128,11 @@ impl Policy {
         if let (Some(asked), Some(limit)) = (self.max_budget_usd, ceilings.max_budget_usd)
             && asked > limit
         {
-            return Err(PlanError::invalid("max_budget_usd", &asked.to_string(), &format!("must be at most {limit} here")));
+            return Err(PlanError::invalid(
+                "max_budget_usd",
+                &asked.to_string(),
+                &format!("must be at most {limit} here"),
+            ));
         }
         if let (Some(asked), Some(limit)) = (self.max_wall_time, ceilings.max_wall_time)
             && asked > limit
@@ -222,7 +226,10 @@ mod tests {
         let server = Ceilings { max_budget_usd: Some(1.0), max_wall_time: Some(Duration::from_secs(60)), ..c.clone() };
         let err = Policy { max_budget_usd: Some(5.0), ..Policy::default() }.validate(&server).unwrap_err().to_string();
         assert!(err.contains("must be at most 1 here"), "{err}");
-        let err = Policy { max_wall_time: Some(Duration::from_secs(600)), ..Policy::default() }.validate(&server).unwrap_err().to_string();
+        let err = Policy { max_wall_time: Some(Duration::from_secs(600)), ..Policy::default() }
+            .validate(&server)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("must be at most 60s here"), "{err}");
     }
 

@@ -1,1 +1,94 @@
-//! placeholder
+//! redraft's HTTP face: the JSON API over the one loop, SSE run events, the OpenAI-compatible
+//! proxy, metrics, the OpenAPI document and a run viewer page.
+//!
+//! Key design decision: the server adds no loop of its own. Every run — `POST /v1/iterate`,
+//! `POST /v1/runs`, a checked `POST /v1/chat/completions`, a run resumed on start — is a
+//! [`redraft::RunSpec`] started with [`redraft::recorder`] as a background task, recorded in
+//! the store as it happens; requests only wait for it, watch it (SSE) or cancel it. Errors map
+//! to HTTP statuses in one place ([`error::ApiError`]).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), redraft_server::ServerError> {
+//! let config = redraft::Config::load(None)?;
+//! let tokens = redraft_server::tokens_from_env(&config.server.tokens_env);
+//! let server = redraft_server::Server::bind(config, Some("127.0.0.1:8080"), tokens).await?;
+//! server.run(redraft_server::shutdown_signal()).await
+//! # }
+//! ```
+
+mod auth;
+mod body;
+mod chat;
+mod decide;
+pub mod error;
+mod events;
+mod kinds;
+mod metrics;
+pub mod openapi;
+mod ops;
+mod proxy;
+mod runs;
+mod serve;
+mod state;
+mod validate;
+
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::Request;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router, middleware};
+use tower::ServiceBuilder;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub use error::ApiError;
+pub use serve::{Server, ServerError, shutdown_signal, tokens_from_env};
+pub use state::AppState;
+
+/// The whole HTTP API over `state`, with its layers: request ids, tracing, bearer tokens and
+/// the body-size limit.
+pub fn router(state: AppState) -> Router {
+    let (api, doc) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(runs::iterate))
+        .routes(routes!(runs::create_run, runs::list_runs))
+        .routes(routes!(runs::get_run, runs::cancel_run))
+        .routes(routes!(runs::run_events))
+        .routes(routes!(validate::validate))
+        .routes(routes!(chat::chat))
+        .routes(routes!(decide::decide_next))
+        .routes(routes!(kinds::list_kinds))
+        .routes(routes!(kinds::show_kind))
+        .routes(routes!(proxy::chat_completions))
+        .routes(routes!(proxy::models))
+        .routes(routes!(ops::healthz))
+        .routes(routes!(ops::metrics))
+        .routes(routes!(ops::viewer))
+        .split_for_parts();
+    let doc = Arc::new(openapi::document(doc));
+    let limit = state.config().server.max_body_bytes;
+    api.route("/openapi.json", get(move || async move { Json(doc.as_ref().clone()) }))
+        .fallback(|| async {
+            ApiError::not_found("not_found", "no such endpoint; `GET /openapi.json` lists them").into_response()
+        })
+        .layer(middleware::from_fn_with_state(state.clone(), auth::require_token))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+        .layer(
+            ServiceBuilder::new()
+                .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+                .layer(
+                    TraceLayer::new_for_http()
+                        .make_span_with(|req: &Request<_>| {
+                            let id = req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");
+                            tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id = %id)
+                        })
+                        .on_response(DefaultOnResponse::new().level(tracing::Level::INFO)),
+                )
+                .layer(PropagateRequestIdLayer::x_request_id()),
+        )
+}

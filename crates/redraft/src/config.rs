@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redraft_core::decide::DecideSettings;
-use redraft_core::{ChatProvider, Policy, Price, PromptStyle};
+use redraft_core::duration::serde_human;
+use redraft_core::{Ceilings, ChatProvider, Policy, Price, PromptStyle};
 use redraft_providers::{
     AgentCommand, AnthropicConfig, AnthropicProvider, CommandProvider, MockProvider, OllamaConfig, OllamaProvider,
     OpenAiConfig, OpenAiProvider, anthropic, ollama, openai,
@@ -54,6 +55,48 @@ pub struct Config {
     pub decide: DecideSettings,
     /// Named sandbox specs for `exec:` evaluators and command proposers (`[sandboxes.NAME]`).
     pub sandboxes: BTreeMap<String, Sandbox>,
+    /// `redraft serve`: address, tokens, limits, ceilings and the `exec:` allow-list (`[server]`).
+    pub server: ServerConfig,
+}
+
+/// `[server]`: what `redraft serve` (and the other network faces) allow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Where `redraft serve` listens. By default, `127.0.0.1:8080`.
+    pub addr: String,
+    /// The environment variable holding the bearer tokens, comma-separated. Without tokens the
+    /// server only listens on a loopback address. By default, `REDRAFT_TOKENS`.
+    pub tokens_env: String,
+    /// The largest request body, in bytes (413 beyond it). By default, 1 MiB.
+    pub max_body_bytes: usize,
+    /// Runs in flight at once (503 with `Retry-After` beyond it). By default, 8.
+    pub max_concurrent_runs: usize,
+    /// On SIGTERM or Ctrl-C, how long runs in flight may take to finish before the server
+    /// exits (unfinished runs stay `running` and are resumed on the next start). By default, 30 s.
+    #[serde(with = "serde_human")]
+    pub grace_period: Duration,
+    /// Resume, on start, the runs a crash left `running`. By default, true.
+    pub resume_unfinished: bool,
+    /// `exec:` commands a request may name: exact, or a prefix ending in `*`. By default, none.
+    pub exec_allow: Vec<String>,
+    /// Upper bounds on what a request may ask (`[server.ceilings]`).
+    pub ceilings: Ceilings,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            addr: "127.0.0.1:8080".into(),
+            tokens_env: "REDRAFT_TOKENS".into(),
+            max_body_bytes: 1024 * 1024,
+            max_concurrent_runs: 8,
+            grace_period: Duration::from_secs(30),
+            resume_unfinished: true,
+            exec_allow: Vec::new(),
+            ceilings: Ceilings::default(),
+        }
+    }
 }
 
 impl Default for Config {
@@ -74,6 +117,7 @@ impl Default for Config {
             models: BTreeMap::new(),
             decide: DecideSettings::default(),
             sandboxes: BTreeMap::new(),
+            server: ServerConfig::default(),
         }
     }
 }
@@ -107,10 +151,16 @@ const ENV_KEYS: &[(&str, &[&str])] = &[
     ("auto_retry_on_review_reject", &["decide", "auto_retry_on_review_reject"]),
     ("escalation_includes_diff", &["decide", "escalation_includes_diff"]),
     ("feedback_max_length", &["decide", "feedback_max_length"]),
+    ("server_addr", &["server", "addr"]),
+    ("max_body_bytes", &["server", "max_body_bytes"]),
+    ("max_concurrent_runs", &["server", "max_concurrent_runs"]),
+    ("grace_period", &["server", "grace_period"]),
+    ("resume_unfinished", &["server", "resume_unfinished"]),
 ];
 
-/// `REDRAFT_*` variables that are not config keys (the config path; what agents are given).
-const ENV_NOT_KEYS: &[&str] = &["config", "prompt_file", "iteration"];
+/// `REDRAFT_*` variables that are not config keys (the config path; what agents are given; the
+/// server's default tokens variable; the Python the tests use).
+const ENV_NOT_KEYS: &[&str] = &["config", "prompt_file", "iteration", "tokens", "python"];
 
 /// The provider types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

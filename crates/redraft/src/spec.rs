@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redraft_core::duration::serde_human;
-use redraft_core::{Ceilings, Directive, Mode, Policy, PromptStyle, Strategy, Task};
+use redraft_core::{Ceilings, Directive, Message, Mode, Policy, PromptStyle, Strategy, Task};
 use redraft_eval::SchemaEvaluator;
 use redraft_eval::kind::Kinds;
 use redraft_providers::{AgentCommand, CommandProvider};
@@ -105,6 +105,11 @@ pub struct RunSpec {
     /// An agent command that proposes instead of a model (local faces only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<Vec<String>>,
+    /// Earlier turns of a conversation (`[{"role": "user"|"assistant", "content": "…"}]`), sent
+    /// before the prompt: how the OpenAI-compatible proxy passes a client's chat.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<serde_json::Value>")]
+    pub turns: Vec<Message>,
 }
 
 /// Where a spec is turned into a run, and what that face allows.
@@ -124,14 +129,7 @@ pub struct SpecSetup<'a> {
 impl<'a> SpecSetup<'a> {
     /// The local CLI: anything goes, in the current directory.
     pub fn local(config: &'a Config, workdir: PathBuf) -> Self {
-        Self {
-            config,
-            workdir,
-            exec: ExecPermission::Any,
-            ceilings: Ceilings::none(),
-            kinds: None,
-            allow_agents: true,
-        }
+        Self { config, workdir, exec: ExecPermission::Any, ceilings: Ceilings::none(), kinds: None, allow_agents: true }
     }
 }
 
@@ -259,7 +257,8 @@ impl RunSpec {
                 builder = builder.example(example.clone());
             }
         }
-        let task = Task { prompt, system: self.system.clone(), context: self.context.clone() };
+        let task =
+            Task { prompt, system: self.system.clone(), context: self.context.clone(), turns: self.turns.clone() };
         Ok((builder, task))
     }
 }

@@ -4,8 +4,10 @@ pub mod config;
 pub mod decide;
 pub mod extract;
 pub mod kinds;
+pub mod mcp;
 pub mod run;
 pub mod runs;
+pub mod serve;
 pub mod validate;
 
 /// How a command ended, beyond usage errors (which are `Err` and exit 2).

@@ -9,8 +9,10 @@ mod exec;
 mod extract_validate;
 mod help;
 mod kinds;
+mod mcp;
 mod run;
 mod runs;
+mod serve;
 mod until;
 
 use std::path::{Path, PathBuf};

@@ -42,7 +42,10 @@ pub(super) fn load(name: &str, path: &Path, key: &str) -> Result<Table, KindErro
                 None,
                 name,
                 "Parquet tables need redraft built with the `parquet` feature".into(),
-                Some("rebuild with `--features parquet`, or convert the file to CSV (with a header row) or JSON Lines".into()),
+                Some(
+                    "rebuild with `--features parquet`, or convert the file to CSV (with a header row) or JSON Lines"
+                        .into(),
+                ),
             ));
         }
         other => {
@@ -157,7 +160,8 @@ fn load_jsonl(name: &str, path: &Path, key: &str) -> Result<Rows, KindError> {
 fn load_parquet(name: &str, path: &Path, key: &str) -> Result<Rows, KindError> {
     use parquet::file::reader::{FileReader, SerializedFileReader};
     let file = std::fs::File::open(path).map_err(|e| read_error(path, e))?;
-    let bad = |e: parquet::errors::ParquetError| err(path, None, name, format!("not a readable Parquet file: {e}"), None);
+    let bad =
+        |e: parquet::errors::ParquetError| err(path, None, name, format!("not a readable Parquet file: {e}"), None);
     let reader = SerializedFileReader::new(file).map_err(bad)?;
     let mut keyed = Keyed::new(name, path, key);
     for (i, row) in reader.get_row_iter(None).map_err(bad)?.enumerate() {
@@ -309,7 +313,12 @@ mod tests {
         if cfg!(feature = "parquet") {
             assert!(err.starts_with("DIR/w.parquet: table `t`: not a readable Parquet file"), "{err}");
         } else {
-            assert!(err.starts_with("DIR/w.parquet: table `t`: Parquet tables need redraft built with the `parquet` feature"), "{err}");
+            assert!(
+                err.starts_with(
+                    "DIR/w.parquet: table `t`: Parquet tables need redraft built with the `parquet` feature"
+                ),
+                "{err}"
+            );
         }
         let err = check("w.xlsx", "", "id").unwrap_err();
         assert!(err.starts_with("DIR/w.xlsx: table `t`: a `.xlsx` file is not a table format"), "{err}");
@@ -328,11 +337,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("workers.parquet");
         let schema = Arc::new(
-            parse_message_type("message w { REQUIRED BYTE_ARRAY id (UTF8); REQUIRED BYTE_ARRAY city (UTF8); REQUIRED INT64 years; }")
-                .unwrap(),
+            parse_message_type(
+                "message w { REQUIRED BYTE_ARRAY id (UTF8); REQUIRED BYTE_ARRAY city (UTF8); REQUIRED INT64 years; }",
+            )
+            .unwrap(),
         );
         let file = std::fs::File::create(&path).unwrap();
-        let mut writer = SerializedFileWriter::new(file, schema, Arc::new(WriterProperties::builder().build())).unwrap();
+        let mut writer =
+            SerializedFileWriter::new(file, schema, Arc::new(WriterProperties::builder().build())).unwrap();
         let mut group = writer.next_row_group().unwrap();
         let strings = |v: &[&str]| v.iter().map(|s| ByteArray::from(*s)).collect::<Vec<_>>();
         let mut col = group.next_column().unwrap().unwrap();

@@ -1,0 +1,228 @@
+//! `redraft serve` as a process: the address it prints, a crash (SIGKILL) mid-run and the
+//! restart that resumes it, graceful shutdown on SIGTERM, and the loopback rule.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use redraft_testkit::{FakeOpenAi, reply, slow};
+use serde_json::{Value, json};
+
+use crate::{output, redraft, write};
+
+const SPEC: &str = r#"{"prompt": "Which city?", "schema": {"type": "object", "required": ["city"], "properties": {"city": {"const": "Toledo"}}}}"#;
+
+fn write_config(dir: &Path, base_url: &str) {
+    write(
+        dir,
+        "redraft.toml",
+        &format!(
+            "default_model = \"fake/m\"\n\n[server]\ngrace_period = \"20s\"\n\n[providers.fake]\ntype = \"openai\"\nbase_url = \"{base_url}\"\n"
+        ),
+    );
+}
+
+/// `redraft serve` started in `dir`, and the address it printed.
+struct Serving {
+    child: Child,
+    base: String,
+    log: std::sync::mpsc::Receiver<String>,
+}
+
+fn serve(dir: &Path, extra_env: &[(&str, &str)], addr: &str) -> Serving {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("redraft"));
+    cmd.current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", dir)
+        .env("XDG_CONFIG_HOME", dir.join(".config"))
+        .args(["serve", "--addr", addr])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, log) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let first = log.recv_timeout(Duration::from_secs(30)).expect("serve printed nothing");
+    let base = first.strip_prefix("redraft: listening on ").unwrap_or_else(|| panic!("unexpected first line: {first}"));
+    assert!(base.starts_with("http://127.0.0.1:") || base.starts_with("http://0.0.0.0:"), "{base}");
+    Serving { base: base.to_owned(), child, log }
+}
+
+impl Serving {
+    async fn get(&self, path: &str) -> Value {
+        reqwest::get(format!("{}{path}", self.base)).await.unwrap().json().await.unwrap()
+    }
+
+    fn signal(&self, sig: &str) {
+        let status = Command::new("kill").args([sig, &self.child.id().to_string()]).status().unwrap();
+        assert!(status.success());
+    }
+
+    /// Wait for the process to exit; its code and the rest of its stderr.
+    async fn exit(mut self) -> (Option<i32>, String) {
+        let status = tokio::task::spawn_blocking(move || {
+            let status = self.child.wait().unwrap();
+            let rest: Vec<String> = self.log.try_iter().collect();
+            (status, rest)
+        })
+        .await
+        .unwrap();
+        (status.0.code(), status.1.join("\n"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_run_resumes_it_on_restart_with_nothing_lost_or_repeated() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeOpenAi::start(vec![
+        reply(r#"{"city": "Louisville"}"#),
+        slow(r#"{"city": "Dayton"}"#, Duration::from_secs(60)),
+        reply(r#"{"city": "Toledo"}"#),
+    ])
+    .await;
+    write_config(dir.path(), &model.base_url());
+    let server = serve(dir.path(), &[], "127.0.0.1:0");
+    let client = reqwest::Client::new();
+    let accepted = client
+        .post(format!("{}/v1/runs", server.base))
+        .header("content-type", "application/json")
+        .body(SPEC)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(accepted.status(), 202);
+    let run_id = accepted.json::<Value>().await.unwrap()["run_id"].as_str().unwrap().to_owned();
+    // Attempt 1 recorded, attempt 2 in flight.
+    for _ in 0..400 {
+        let run = server.get(&format!("/v1/runs/{run_id}")).await;
+        if run["iterations"] == 1 && model.calls().await >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(model.calls().await, 2);
+    server.signal("-KILL");
+    let (code, _) = server.exit().await;
+    assert_eq!(code, None, "killed by a signal");
+    let listed = output({
+        let mut c = redraft(dir.path());
+        c.args(["runs", "list", "--json"]);
+        c
+    })
+    .await;
+    let runs: Value = serde_json::from_str(&listed.stdout).unwrap();
+    assert_eq!((runs[0]["state"].as_str(), runs[0]["iterations"].as_u64()), (Some("running"), Some(1)), "{runs}");
+
+    // The restarted server resumes it.
+    let server = serve(dir.path(), &[], "127.0.0.1:0");
+    let mut result = Value::Null;
+    for _ in 0..400 {
+        result = server.get(&format!("/v1/runs/{run_id}")).await;
+        if result.get("status").is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(result["status"], "succeeded", "{result}");
+    let cities: Vec<&str> =
+        result["history"].as_array().unwrap().iter().map(|a| a["artifact"]["city"].as_str().unwrap()).collect();
+    assert_eq!(cities, ["Louisville", "Toledo"], "attempt 1 kept, attempt 2 made once");
+    assert_eq!(result["iterations"], 2);
+    assert_eq!(model.calls().await, 3, "the interrupted call, and the remade attempt 2");
+    let events = reqwest::get(format!("{}/v1/runs/{run_id}/events", server.base)).await.unwrap().text().await.unwrap();
+    assert_eq!(events.matches("event: attempt_finished").count(), 2, "{events}");
+
+    server.signal("-TERM");
+    let (code, rest) = server.exit().await;
+    assert_eq!(code, Some(0), "{rest}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_a_run_in_flight_finish_then_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeOpenAi::start(vec![slow(r#"{"city": "Toledo"}"#, Duration::from_millis(1500))]).await;
+    write_config(dir.path(), &model.base_url());
+    let server = serve(dir.path(), &[], "127.0.0.1:0");
+    let base = server.base.clone();
+    let waiting = tokio::spawn(async move {
+        reqwest::Client::new()
+            .post(format!("{base}/v1/iterate"))
+            .header("content-type", "application/json")
+            .body(SPEC)
+            .send()
+            .await
+            .unwrap()
+    });
+    for _ in 0..400 {
+        if model.calls().await >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    server.signal("-TERM");
+    let response = waiting.await.unwrap();
+    assert_eq!(response.status(), 200, "the run in flight finished and was answered");
+    let result: Value = response.json().await.unwrap();
+    assert_eq!(result["status"], "succeeded");
+    let (code, rest) = server.exit().await;
+    assert_eq!(code, Some(0), "{rest}");
+    assert!(rest.contains("redraft: stopped"), "{rest}");
+    let listed = output({
+        let mut c = redraft(dir.path());
+        c.args(["runs", "list", "--json"]);
+        c
+    })
+    .await;
+    assert!(listed.stdout.contains("\"succeeded\""), "{}", listed.stdout);
+}
+
+#[tokio::test]
+async fn without_tokens_it_refuses_a_non_loopback_address() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), "http://127.0.0.1:9/v1");
+    let out = output({
+        let mut c = redraft(dir.path());
+        c.args(["serve", "--addr", "0.0.0.0:0"]);
+        c
+    })
+    .await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("refusing to listen on `0.0.0.0:0` without tokens"), "{}", out.stderr);
+    assert!(out.stderr.contains("set `REDRAFT_TOKENS`"), "{}", out.stderr);
+    let out = output({
+        let mut c = redraft(dir.path());
+        c.args(["serve", "--addr", "nowhere"]);
+        c
+    })
+    .await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("`nowhere` is not an address to listen on"), "{}", out.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_tokens_it_listens_anywhere_and_asks_for_one() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), "http://127.0.0.1:9/v1");
+    let server = serve(dir.path(), &[("REDRAFT_TOKENS", "t1, t2")], "0.0.0.0:0");
+    let port = server.base.rsplit(':').next().unwrap().to_owned();
+    let url = format!("http://127.0.0.1:{port}/v1/runs");
+    let client = reqwest::Client::new();
+    assert_eq!(client.get(&url).send().await.unwrap().status(), 401);
+    assert_eq!(client.get(&url).bearer_auth("t2").send().await.unwrap().status(), 200);
+    let health: Value = reqwest::get(format!("http://127.0.0.1:{port}/healthz")).await.unwrap().json().await.unwrap();
+    assert_eq!(health, json!({"status": "ok", "runs_in_flight": 0}));
+    server.signal("-TERM");
+    let (code, rest) = server.exit().await;
+    assert_eq!(code, Some(0), "{rest}");
+}

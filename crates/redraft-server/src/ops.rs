@@ -1,0 +1,45 @@
+//! For operators: `/healthz`, `/metrics` and the run viewer page at `/`.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{Html, IntoResponse};
+use serde_json::{Value, json};
+
+use crate::state::AppState;
+
+/// The run viewer: one HTML page with its script, no build step.
+const VIEWER: &str = include_str!("viewer.html");
+
+/// Liveness.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "operations",
+    responses((status = 200, description = "`{status: \"ok\", runs_in_flight}`", body = Object))
+)]
+pub async fn healthz(State(state): State<AppState>) -> Json<Value> {
+    Json(json!({"status": "ok", "runs_in_flight": state.in_flight()}))
+}
+
+/// Counters in the Prometheus text format.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    responses((status = 200, description = "Runs by status and halt reason, attempts, tokens, cost, attempt durations", content_type = "text/plain"))
+)]
+pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.metrics().render(state.in_flight()))
+}
+
+/// The run viewer page.
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "operations",
+    responses((status = 200, description = "An HTML page that lists runs and shows one run's history", content_type = "text/html"))
+)]
+pub async fn viewer() -> Html<&'static str> {
+    Html(VIEWER)
+}

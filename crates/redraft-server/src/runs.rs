@@ -1,0 +1,247 @@
+//! Runs: `POST /v1/iterate` (run and wait), `POST /v1/runs` (run in the background),
+//! `GET /v1/runs`, `GET /v1/runs/{id}`, its SSE events, and `DELETE` to cancel.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::sse::{KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use redraft::RunSpec;
+use redraft::core::{RunFilter, RunResult, RunState};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::body::JsonBody;
+use crate::error::ApiError;
+use crate::events;
+use crate::openapi::ErrorBody;
+use crate::state::{AppState, Job};
+
+/// How long `DELETE` waits for the cancelled run to halt before answering 202.
+const CANCEL_WAIT: Duration = Duration::from_secs(10);
+
+/// `POST /v1/runs` answers with the new run's id.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RunAccepted {
+    pub run_id: String,
+}
+
+/// `GET /v1/runs` filters.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Only runs in this state: `queued`, `running`, `succeeded`, `failed`.
+    pub status: Option<String>,
+    /// At most this many, newest first (1..=1000). By default, 50.
+    pub limit: Option<String>,
+}
+
+/// The response for a finished run: 200 with the result when it succeeded, 422 with the
+/// result and an `error` when it failed.
+pub fn result_response(result: RunResult) -> Response {
+    if result.succeeded() {
+        return (StatusCode::OK, Json(result)).into_response();
+    }
+    let mut body = serde_json::to_value(&result).unwrap_or_else(|_| json!({"run_id": result.run_id}));
+    if body.get("error").is_none_or(Value::is_null) {
+        body["error"] = json!({"code": result.halted_because.as_str(), "message": failure_message(&result)});
+    }
+    (StatusCode::UNPROCESSABLE_ENTITY, Json(body)).into_response()
+}
+
+/// One line on why a run failed.
+pub fn failure_message(result: &RunResult) -> String {
+    match result.escalation.as_ref().map(|e| e.summary.as_str()).filter(|s| !s.is_empty()) {
+        Some(summary) => format!("the run failed: {summary}"),
+        None => {
+            format!("the run failed after {} attempt(s): halted because {}", result.iterations, result.halted_because)
+        }
+    }
+}
+
+/// Start a run; wait for its result.
+pub async fn run_and_wait(state: &AppState, spec: RunSpec) -> Result<RunResult, ApiError> {
+    let slot = state.slot()?;
+    state.check(&spec)?;
+    let handle = state.launch(redraft::new_run_id(), Job::Start(Box::new(spec)), slot);
+    let outcome = handle.await.map_err(|e| ApiError::internal(format!("the run's task failed: {e}")))?;
+    Ok(outcome?)
+}
+
+/// Run a loop and answer with its result.
+#[utoipa::path(
+    post,
+    path = "/v1/iterate",
+    tag = "runs",
+    request_body(content = Object, description = "A run spec (schema `RunSpec`)", content_type = "application/json"),
+    responses(
+        (status = 200, description = "The run succeeded: the result (SPEC 3)", body = Object),
+        (status = 422, description = "The run failed: the result, with the best-so-far artifact, the history, the escalation and an `error`", body = Object),
+        (status = 400, description = "Malformed request or over a ceiling; nothing was run", body = ErrorBody),
+        (status = 403, description = "An `exec:` command outside the allow-list, or a model that reads files", body = ErrorBody),
+        (status = 404, description = "An unknown kind", body = ErrorBody),
+        (status = 503, description = "Every run slot is taken (see `Retry-After`)", body = ErrorBody),
+    )
+)]
+pub async fn iterate(State(state): State<AppState>, JsonBody(spec): JsonBody<RunSpec>) -> Result<Response, ApiError> {
+    Ok(result_response(run_and_wait(&state, spec).await?))
+}
+
+/// Start a run in the background.
+#[utoipa::path(
+    post,
+    path = "/v1/runs",
+    tag = "runs",
+    request_body(content = Object, description = "A run spec (schema `RunSpec`)", content_type = "application/json"),
+    responses(
+        (status = 202, description = "The run started; it is recorded as it happens", body = RunAccepted),
+        (status = 400, description = "Malformed request or over a ceiling; nothing was run", body = ErrorBody),
+        (status = 403, description = "An `exec:` command outside the allow-list", body = ErrorBody),
+        (status = 503, description = "Every run slot is taken (see `Retry-After`)", body = ErrorBody),
+    )
+)]
+pub async fn create_run(
+    State(state): State<AppState>,
+    JsonBody(spec): JsonBody<RunSpec>,
+) -> Result<Response, ApiError> {
+    let slot = state.slot()?;
+    state.check(&spec)?;
+    let run_id = redraft::new_run_id();
+    drop(state.launch(run_id.clone(), Job::Start(Box::new(spec)), slot));
+    let location = format!("/v1/runs/{run_id}");
+    Ok((StatusCode::ACCEPTED, [(header::LOCATION, location)], Json(RunAccepted { run_id })).into_response())
+}
+
+/// List recorded runs, newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/runs",
+    tag = "runs",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "`{runs: [{run_id, state, created_at_ms, updated_at_ms, iterations, halted_because, best_score, model}]}`", body = Object),
+        (status = 400, description = "An unknown state or a bad limit", body = ErrorBody),
+    )
+)]
+pub async fn list_runs(State(state): State<AppState>, Query(q): Query<ListQuery>) -> Result<Json<Value>, ApiError> {
+    let status = q
+        .status
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .map(str::parse::<RunState>)
+        .transpose()
+        .map_err(|e| ApiError::bad_request("invalid_field", format!("`status`: {e}")))?;
+    let limit = match q.limit.as_deref().filter(|s| !s.is_empty()) {
+        None => 50,
+        Some(text) => text.parse::<u32>().ok().filter(|n| (1..=1000).contains(n)).ok_or_else(|| {
+            ApiError::bad_request("invalid_field", format!("`limit` = `{text}` must be a number in 1..=1000"))
+        })?,
+    };
+    let runs = state.store().list(&RunFilter { state: status, limit: Some(limit) }).await?;
+    Ok(Json(json!({ "runs": runs })))
+}
+
+/// A run: its result once it halted, else what it has so far.
+#[utoipa::path(
+    get,
+    path = "/v1/runs/{id}",
+    tag = "runs",
+    params(("id" = String, Path, description = "The run id")),
+    responses(
+        (status = 200, description = "The result (SPEC 3) of a finished run, or `{run_id, state, spec, iterations, history}` of one in flight", body = Object),
+        (status = 404, description = "No such run", body = ErrorBody),
+    )
+)]
+pub async fn get_run(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    if let Some(stored) = state.store().run(&id).await? {
+        if let Some(result) = stored.result.filter(|_| stored.state.is_finished()) {
+            return Ok(Json(serde_json::to_value(result).unwrap_or_default()));
+        }
+        return Ok(Json(json!({
+            "run_id": stored.run_id,
+            "state": stored.state,
+            "spec": stored.spec,
+            "iterations": stored.attempts.len(),
+            "history": stored.attempts,
+        })));
+    }
+    // Accepted but not yet recorded.
+    let live = state.live(&id).ok_or_else(|| unknown_run(&id))?;
+    let history = live.attempts();
+    Ok(Json(json!({"run_id": id, "state": RunState::Running, "iterations": history.len(), "history": history})))
+}
+
+/// The run's events as they happen (SSE): `attempt_started`, `attempt_finished`,
+/// `run_finished`. Earlier events are replayed first; the stream ends after `run_finished`.
+#[utoipa::path(
+    get,
+    path = "/v1/runs/{id}/events",
+    tag = "runs",
+    params(("id" = String, Path, description = "The run id")),
+    responses(
+        (status = 200, description = "`text/event-stream`: `attempt_started` `{run_id, iteration}`, `attempt_finished` `{run_id, attempt}`, `run_finished` (the result)", content_type = "text/event-stream"),
+        (status = 404, description = "No such run", body = ErrorBody),
+    )
+)]
+pub async fn run_events(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let live = state.live(&id);
+    let stored = state.store().run(&id).await?;
+    let events = match (live, stored) {
+        (Some(live), stored) => events::live_stream(&live, stored),
+        (None, Some(stored)) => events::stored_stream(state.store(), stored, Duration::from_millis(500)),
+        (None, None) => {
+            // It may have halted between the two lookups.
+            match state.store().run(&id).await? {
+                Some(stored) => events::stored_stream(state.store(), stored, Duration::from_millis(500)),
+                None => return Err(unknown_run(&id)),
+            }
+        }
+    };
+    let stream = events::sse(events, state.shutdown().clone());
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
+}
+
+/// Cancel a run in flight: it halts with `cancelled` (the attempt in flight is recorded).
+#[utoipa::path(
+    delete,
+    path = "/v1/runs/{id}",
+    tag = "runs",
+    params(("id" = String, Path, description = "The run id")),
+    responses(
+        (status = 200, description = "The run halted: its result (`halted_because: cancelled`)", body = Object),
+        (status = 202, description = "Cancelling: the run has not halted yet", body = Object),
+        (status = 404, description = "No such run", body = ErrorBody),
+        (status = 409, description = "The run already halted, or another process runs it", body = ErrorBody),
+    )
+)]
+pub async fn cancel_run(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    if let Some(live) = state.live(&id) {
+        live.cancel.cancel();
+        return Ok(match live.finished(CANCEL_WAIT).await {
+            Some(result) => (StatusCode::OK, Json(result)).into_response(),
+            None => (StatusCode::ACCEPTED, Json(json!({"run_id": id, "state": "cancelling"}))).into_response(),
+        });
+    }
+    match state.store().run(&id).await? {
+        None => Err(unknown_run(&id)),
+        Some(stored) if stored.state.is_finished() => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "run_finished",
+            format!("run `{id}` already halted ({})", stored.state.as_str()),
+        )),
+        Some(stored) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "not_running_here",
+            format!("run `{id}` is {} but not in this server; it cannot be cancelled from here", stored.state.as_str()),
+        )),
+    }
+}
+
+fn unknown_run(id: &str) -> ApiError {
+    ApiError::not_found(
+        "unknown_run",
+        format!("run `{id}` is not in the store\nhint: `GET /v1/runs` lists the recorded runs"),
+    )
+}

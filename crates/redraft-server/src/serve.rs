@@ -1,0 +1,157 @@
+//! Listening: the loopback rule, resuming unfinished runs, graceful shutdown.
+
+use std::future::{Future, IntoFuture};
+use std::net::SocketAddr;
+
+use redraft::ConfigError;
+use redraft::config::Config;
+use tokio::net::TcpListener;
+
+use crate::router;
+use crate::state::AppState;
+
+/// The server cannot start, or failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    #[error("`{addr}` is not an address to listen on: {message}\nhint: write it as HOST:PORT, e.g. `127.0.0.1:8080`")]
+    Addr { addr: String, message: String },
+    #[error(
+        "refusing to listen on `{addr}` without tokens: anyone who can reach it could run models at your expense\nhint: set `{tokens_env}` to one or more comma-separated bearer tokens, or listen on a loopback address such as `127.0.0.1:8080`"
+    )]
+    Exposed { addr: String, tokens_env: String },
+    #[error("cannot listen on `{addr}`: {source}")]
+    Bind {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("the server failed: {source}")]
+    Serve {
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The bearer tokens in the environment variable `name` (comma-separated).
+pub fn tokens_from_env(name: &str) -> Vec<String> {
+    std::env::var(name)
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A server bound to its address, not yet serving.
+#[derive(Debug)]
+pub struct Server {
+    listener: TcpListener,
+    state: AppState,
+}
+
+impl Server {
+    /// Check the address (a non-loopback one needs tokens), open the store the config names
+    /// and listen. `addr` overrides the config's `[server] addr`; port 0 picks a free port.
+    pub async fn bind(config: Config, addr: Option<&str>, tokens: Vec<String>) -> Result<Self, ServerError> {
+        let addr = addr.unwrap_or(&config.server.addr).to_owned();
+        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(addr.as_str())
+            .await
+            .map_err(|e| ServerError::Addr { addr: addr.clone(), message: e.to_string() })?
+            .collect();
+        if addrs.is_empty() {
+            return Err(ServerError::Addr { addr, message: "it resolves to no address".into() });
+        }
+        if tokens.iter().all(|t| t.trim().is_empty()) && addrs.iter().any(|a| !a.ip().is_loopback()) {
+            return Err(ServerError::Exposed { addr, tokens_env: config.server.tokens_env.clone() });
+        }
+        let store = redraft::store::open(&config).await?;
+        let state = AppState::new(config, store, tokens)?;
+        let listener =
+            TcpListener::bind(addrs.as_slice()).await.map_err(|source| ServerError::Bind { addr, source })?;
+        Ok(Self { listener, state })
+    }
+
+    /// The address it listens on (with the port chosen when 0 was asked for).
+    pub fn local_addr(&self) -> Result<SocketAddr, ServerError> {
+        self.listener.local_addr().map_err(|source| ServerError::Serve { source })
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Resume the runs a crash left unfinished (when the config says so), then serve until
+    /// `shutdown` completes. Then stop accepting, let runs in flight finish within the grace
+    /// period and return: runs still unfinished stay `running` in the store (every attempt is
+    /// already recorded) and are resumed on the next start.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServerError> {
+        let Self { listener, state } = self;
+        if state.config().server.resume_unfinished {
+            let n = state.resume_unfinished().await?;
+            if n > 0 {
+                tracing::warn!("resuming {n} run(s) left unfinished");
+            }
+        }
+        let stop = state.shutdown().clone();
+        let app = router(state.clone());
+        let serving = axum::serve(listener, app).with_graceful_shutdown(stop.clone().cancelled_owned());
+        let mut serving = tokio::spawn(serving.into_future());
+        tokio::select! {
+            () = shutdown => {}
+            ended = &mut serving => {
+                return match ended {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(source)) => Err(ServerError::Serve { source }),
+                    Err(e) => Err(ServerError::Serve { source: std::io::Error::other(e.to_string()) }),
+                };
+            }
+        }
+        let grace = state.config().server.grace_period;
+        tracing::warn!(
+            runs_in_flight = state.in_flight(),
+            "shutting down: no new connections; runs in flight have {} to finish",
+            redraft::core::duration::format(grace)
+        );
+        stop.cancel();
+        state.tracker().close();
+        let drained = async {
+            state.tracker().wait().await;
+            let _ = serving.await;
+        };
+        if tokio::time::timeout(grace, drained).await.is_err() {
+            tracing::warn!(
+                runs_left = state.in_flight(),
+                "the grace period is over: unfinished runs stay `running` and resume on the next start"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}

@@ -1,0 +1,96 @@
+//! `POST /v1/validate`: check an artifact against a kind or a schema, no model involved.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use redraft::core::Issue;
+use redraft::eval::SchemaEvaluator;
+use redraft::eval::kind::KindEvaluator;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::body::JsonBody;
+use crate::error::ApiError;
+use crate::openapi::ErrorBody;
+use crate::state::AppState;
+
+/// What to check, and against what.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ValidateRequest {
+    /// A registered kind: its schema, then its rules.
+    pub kind: Option<String>,
+    /// An inline JSON Schema.
+    #[schema(value_type = Option<Object>)]
+    pub schema: Option<Value>,
+    /// The JSON value to check.
+    #[schema(value_type = Object)]
+    pub artifact: Value,
+    /// A JSON object the kind's rules read as `context`.
+    #[schema(value_type = Option<Object>)]
+    pub context: Option<Value>,
+}
+
+/// The verdict: every issue, with its JSON Pointer path and code.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ValidateReport {
+    pub passed: bool,
+    /// `{path, message, code, severity?, expected?, found?}`.
+    #[schema(value_type = Vec<Object>)]
+    pub issues: Vec<Issue>,
+}
+
+/// Check an artifact.
+#[utoipa::path(
+    post,
+    path = "/v1/validate",
+    tag = "checks",
+    request_body = ValidateRequest,
+    responses(
+        (status = 200, description = "The artifact is valid", body = ValidateReport),
+        (status = 422, description = "The artifact has issues", body = ValidateReport),
+        (status = 400, description = "Malformed request, or an invalid schema", body = ErrorBody),
+        (status = 404, description = "An unknown kind", body = ErrorBody),
+    )
+)]
+pub async fn validate(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<ValidateRequest>,
+) -> Result<(StatusCode, Json<ValidateReport>), ApiError> {
+    let context = match req.context {
+        None | Some(Value::Null) => Value::Object(Default::default()),
+        Some(c) if c.is_object() => c,
+        Some(_) => return Err(ApiError::bad_request("invalid_field", "`context` must be a JSON object")),
+    };
+    let issues = match (req.kind, req.schema) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad_request("invalid_request", "give `kind` or `schema`, not both"));
+        }
+        (None, None) => {
+            return Err(ApiError::bad_request(
+                "invalid_request",
+                "give `kind` (a registered kind) or `schema` (a JSON Schema)",
+            ));
+        }
+        (None, Some(schema)) => SchemaEvaluator::new(schema)
+            .map_err(|e| ApiError::bad_request("invalid_schema", e.to_string()))?
+            .issues(&req.artifact),
+        (Some(name), None) => {
+            let kinds = state.kinds().ok_or_else(|| {
+                ApiError::not_found(
+                    "unknown_kind",
+                    format!(
+                        "unknown kind `{name}`: no kinds are loaded (`{}` is not a directory)",
+                        state.config().kinds_dir.display()
+                    ),
+                )
+            })?;
+            KindEvaluator::new(kinds.require(&name)?)
+                .map_err(|e| ApiError::bad_request("invalid_kind", e.to_string()))?
+                .issues(&req.artifact, &context)
+        }
+    };
+    let passed = !issues.iter().any(Issue::is_error);
+    let status = if passed { StatusCode::OK } else { StatusCode::UNPROCESSABLE_ENTITY };
+    Ok((status, Json(ValidateReport { passed, issues })))
+}

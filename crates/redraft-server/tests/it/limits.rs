@@ -1,0 +1,126 @@
+//! Tokens, body size, run slots, the exec allow-list and the server's ceilings.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::Request;
+use redraft_testkit::{reply, slow};
+use serde_json::json;
+
+use crate::harness_with;
+
+fn with_token(method: &str, uri: &str, token: Option<&str>) -> Request<Body> {
+    let mut b = Request::builder().method(method).uri(uri);
+    if let Some(t) = token {
+        b = b.header("authorization", format!("Bearer {t}"));
+    }
+    b.body(Body::empty()).unwrap()
+}
+
+#[tokio::test]
+async fn with_tokens_every_request_needs_one() {
+    let h = harness_with(vec![], vec!["s3cret".into(), "other".into()], |_| {}).await;
+    let a = h.send(with_token("GET", "/v1/runs", None)).await;
+    assert_eq!(a.status, 401, "{}", a.text);
+    assert_eq!(a.json["error"]["code"], "unauthorized");
+    assert_eq!(a.header("www-authenticate"), Some("Bearer"));
+    assert_eq!(h.send(with_token("GET", "/v1/runs", Some("wrong"))).await.status, 401);
+    assert_eq!(h.send(with_token("GET", "/v1/runs", Some("s3cre"))).await.status, 401);
+    assert_eq!(h.send(with_token("GET", "/v1/runs", Some("s3cret"))).await.status, 200);
+    assert_eq!(h.send(with_token("GET", "/v1/kinds", Some("other"))).await.status, 200);
+    // The proxy answers in OpenAI's shape.
+    let a = h.send(with_token("GET", "/v1/models", Some("wrong"))).await;
+    assert_eq!((a.status, a.json["error"]["type"].as_str()), (401, Some("authentication_error")));
+    // Open: health, the viewer page (it asks for a token) and the API description.
+    for open in ["/healthz", "/", "/openapi.json"] {
+        assert_eq!(h.send(with_token("GET", open, None)).await.status, 200, "{open}");
+    }
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_413() {
+    let h = harness_with(vec![], vec![], |c| c.server.max_body_bytes = 1024).await;
+    let big = json!({"prompt": "x".repeat(2000)});
+    let a = h.call("POST", "/v1/iterate", Some(big.clone())).await;
+    assert_eq!(a.status, 413, "{}", a.text);
+    assert_eq!(a.json["error"]["code"], "body_too_large");
+    assert!(a.json["error"]["message"].as_str().unwrap().contains("1024 bytes"));
+    let a = h.call("POST", "/v1/chat/completions", Some(big)).await;
+    assert_eq!((a.status, a.json["error"]["type"].as_str()), (413, Some("invalid_request_error")), "{}", a.text);
+    // Without a Content-Length too (a streamed body).
+    let chunks = futures_util::stream::iter(vec![Ok::<_, std::io::Error>(vec![b'{'; 2000])]);
+    let req = Request::builder().method("POST").uri("/v1/validate").body(Body::from_stream(chunks)).unwrap();
+    assert_eq!(h.send(req).await.status, 413);
+}
+
+#[tokio::test]
+async fn beyond_the_run_limit_it_is_503_with_retry_after() {
+    let h = harness_with(
+        vec![slow(r#"{"city": "Toledo"}"#, Duration::from_millis(800)), reply(r#"{"city": "Toledo"}"#)],
+        vec![],
+        |c| c.server.max_concurrent_runs = 1,
+    )
+    .await;
+    let spec = json!({"prompt": "city?", "schema": {"type": "object"}});
+    let first = h.call("POST", "/v1/runs", Some(spec.clone())).await;
+    assert_eq!(first.status, 202, "{}", first.text);
+    let second = h.call("POST", "/v1/iterate", Some(spec.clone())).await;
+    assert_eq!(second.status, 503, "{}", second.text);
+    assert_eq!(second.header("retry-after"), Some("2"));
+    assert_eq!(second.json["error"]["code"], "busy");
+    let proxied = h
+        .call("POST", "/v1/chat/completions", Some(json!({"model": "fake/m", "messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})))
+        .await;
+    assert_eq!((proxied.status, proxied.json["error"]["type"].as_str()), (503, Some("server_error")));
+    // The slot is free again once the run halted.
+    h.finished(first.json["run_id"].as_str().unwrap()).await;
+    assert_eq!(h.call("POST", "/v1/iterate", Some(spec)).await.status, 200);
+}
+
+#[tokio::test]
+async fn exec_outside_the_allow_list_is_403() {
+    let h = harness_with(vec![reply(r#"{"city": "Toledo"}"#)], vec![], |c| {
+        c.server.exec_allow = vec!["true".into(), "test -s*".into()];
+    })
+    .await;
+    for evaluator in ["exec:rm -rf /", "exec:true; rm -rf /", "exec:sh -c true"] {
+        let a = h.call("POST", "/v1/runs", Some(json!({"prompt": "x", "evaluator": evaluator}))).await;
+        assert_eq!(a.status, 403, "{evaluator}: {}", a.text);
+        assert_eq!(a.json["error"]["code"], "exec_not_allowed");
+        assert!(a.json["error"]["message"].as_str().unwrap().contains("exec_allow"), "{}", a.text);
+    }
+    let a = h.call("POST", "/v1/iterate", Some(json!({"prompt": "x", "evaluator": ["exec:test -s $ARTIFACT"]}))).await;
+    assert_eq!(a.status, 200, "an allowed prefix runs: {}", a.text);
+}
+
+#[tokio::test]
+async fn requests_over_the_ceilings_are_400_naming_the_field() {
+    let h = harness_with(vec![], vec![], |c| {
+        c.server.ceilings.max_budget_usd = Some(1.0);
+        c.server.ceilings.max_wall_time = Some(Duration::from_secs(60));
+        c.models.insert("fake/m".into(), redraft::Price { input_usd_per_mtok: 1.0, output_usd_per_mtok: 1.0 });
+    })
+    .await;
+    for (body, field, rule) in [
+        (json!({"prompt": "x", "max_iterations": 21}), "max_iterations", "must be at most 20"),
+        (json!({"prompt": "x", "max_budget_usd": 5.0}), "max_budget_usd", "must be at most 1 here"),
+        (json!({"prompt": "x", "max_wall_time": "10m"}), "max_wall_time", "must be at most 60s here"),
+    ] {
+        let a = h.call("POST", "/v1/iterate", Some(body.clone())).await;
+        assert_eq!((a.status, a.json["error"]["code"].as_str()), (400, Some("invalid_field")), "{body}: {}", a.text);
+        let message = a.json["error"]["message"].as_str().unwrap();
+        assert!(message.contains(&format!("`{field}`")) && message.contains(rule), "{message}");
+    }
+    assert_eq!(h.model.calls().await, 0);
+}
+
+#[tokio::test]
+async fn a_run_within_the_ceilings_gets_the_wall_time_ceiling() {
+    let h = harness_with(vec![slow(r#"{"city": "Toledo"}"#, Duration::from_secs(5))], vec![], |c| {
+        c.server.ceilings.max_wall_time = Some(Duration::from_millis(300));
+    })
+    .await;
+    let a = h.call("POST", "/v1/iterate", Some(json!({"prompt": "x"}))).await;
+    assert_eq!(a.status, 422, "{}", a.text);
+    assert_eq!(a.json["halted_because"], "wall_time");
+}

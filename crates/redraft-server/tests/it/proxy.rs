@@ -1,0 +1,230 @@
+//! The OpenAI-compatible proxy through the router: checked answers, pass-through, streaming,
+//! failures in OpenAI's error shape.
+
+use redraft_testkit::{reply, status};
+use serde_json::{Value, json};
+
+use crate::{CITY_SCHEMA, assert_result_snapshot, harness, sse_events};
+
+fn checked(messages: Value) -> Value {
+    json!({
+        "model": "fake/m",
+        "messages": messages,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "city", "strict": true, "schema": serde_json::from_str::<Value>(CITY_SCHEMA).unwrap()}},
+    })
+}
+
+#[tokio::test]
+async fn a_checked_answer_is_retried_until_it_fits_the_schema() {
+    let h = harness(vec![reply(r#"The city is {"town": "Toledo"}"#), reply(r#"{"city": "Toledo"}"#)]).await;
+    let body = checked(json!([
+        {"role": "system", "content": "You answer about contracts."},
+        {"role": "user", "content": "Contract C-7 is in Toledo, OH."},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": [{"type": "text", "text": "Which city?"}]},
+    ]));
+    let a = h.call("POST", "/v1/chat/completions", Some(body)).await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    assert_eq!(a.header("x-redraft-attempts"), Some("2"));
+    let run_id = a.header("x-redraft-run-id").unwrap().to_owned();
+    assert_eq!(a.json["redraft"]["run_id"], run_id.as_str());
+    assert_result_snapshot!(a.json, @r#"
+    {
+      "id": "[id]",
+      "object": "chat.completion",
+      "created": "[time]",
+      "model": "fake/m",
+      "choices": [
+        {
+          "index": 0,
+          "message": {
+            "role": "assistant",
+            "content": "{\"city\":\"Toledo\"}"
+          },
+          "finish_reason": "stop"
+        }
+      ],
+      "usage": {
+        "prompt_tokens": 200,
+        "completion_tokens": 40,
+        "total_tokens": 240
+      },
+      "redraft": {
+        "run_id": "[run_id]",
+        "attempts": 2,
+        "halted_because": "success",
+        "history": [
+          "rejected",
+          "accepted"
+        ]
+      }
+    }
+    "#);
+
+    // The request's messages became the task: system, the earlier turns, then the last user
+    // message (with the schema), and on attempt 2 the feedback in the same conversation.
+    let sent = h.model.bodies().await;
+    let roles = |b: &Value| {
+        b["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap().to_owned()).collect::<Vec<_>>()
+    };
+    assert_eq!(roles(&sent[0]), ["system", "user", "assistant", "user"]);
+    assert_eq!(roles(&sent[1]), ["system", "user", "assistant", "user", "assistant", "user"]);
+    assert_eq!(sent[0]["messages"][0]["content"], "You answer about contracts.");
+    assert_eq!(sent[0]["messages"][1]["content"], "Contract C-7 is in Toledo, OH.");
+    let prompt = sent[0]["messages"][3]["content"].as_str().unwrap();
+    assert!(prompt.starts_with("Which city?") && prompt.contains("JSON Schema"), "{prompt}");
+    let feedback = sent[1]["messages"][5]["content"].as_str().unwrap();
+    assert!(feedback.starts_with("Attempt 2 of 3.") && feedback.contains("city"), "{feedback}");
+
+    // Recorded like any run.
+    let stored = h.call("GET", &format!("/v1/runs/{run_id}"), None).await;
+    assert_eq!((stored.json["status"].as_str(), stored.json["iterations"].as_u64()), (Some("succeeded"), Some(2)));
+}
+
+#[tokio::test]
+async fn json_object_means_any_json_object() {
+    let h = harness(vec![reply("[1, 2]"), reply("Here: {\"a\": 1}")]).await;
+    let a = h
+        .call("POST", "/v1/chat/completions", Some(json!({"model": "m", "messages": [{"role": "user", "content": "An object please"}], "response_format": {"type": "json_object"}})))
+        .await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    assert_eq!(a.json["choices"][0]["message"]["content"], r#"{"a":1}"#);
+    assert_eq!(a.json["model"], "fake/m", "a bare model goes to the default provider");
+    assert_eq!(a.json["redraft"]["history"], json!(["rejected", "accepted"]));
+}
+
+#[tokio::test]
+async fn without_response_format_it_passes_through_once() {
+    let h =
+        harness(vec![reply("Hello there"), reply("Streamed hello, long enough to make several chunks of content.")])
+            .await;
+    let a = h
+        .call("POST", "/v1/chat/completions", Some(json!({"model": "fake/m", "messages": [{"role": "user", "content": "Hi"}], "temperature": 0.1, "max_tokens": 50, "user": "ignored"})))
+        .await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    assert_result_snapshot!(a.json, @r#"
+    {
+      "id": "[id]",
+      "object": "chat.completion",
+      "created": "[time]",
+      "model": "fake/m",
+      "choices": [
+        {
+          "index": 0,
+          "message": {
+            "role": "assistant",
+            "content": "Hello there"
+          },
+          "finish_reason": "stop"
+        }
+      ],
+      "usage": {
+        "prompt_tokens": 100,
+        "completion_tokens": 20,
+        "total_tokens": 120
+      }
+    }
+    "#);
+    assert!(a.header("x-redraft-run-id").is_none(), "no run");
+    let sent = &h.model.bodies().await[0];
+    assert_eq!((sent["temperature"].as_f64(), sent["max_tokens"].as_u64()), (Some(0.1), Some(50)));
+
+    let s = h
+        .call("POST", "/v1/chat/completions", Some(json!({"model": "fake/m", "messages": [{"role": "user", "content": "Hi"}], "stream": true, "stream_options": {"include_usage": true}})))
+        .await;
+    assert_eq!(s.status, 200);
+    assert!(s.header("content-type").unwrap().starts_with("text/event-stream"));
+    let events = sse_events(&s.text);
+    assert_eq!(events.last().unwrap().1, json!("[DONE]"));
+    let chunks: Vec<&Value> = events.iter().map(|(_, d)| d).filter(|d| d.is_object()).collect();
+    assert!(chunks.iter().all(|c| c["object"] == "chat.completion.chunk"));
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let text: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+    assert_eq!(text, "Streamed hello, long enough to make several chunks of content.");
+    assert!(chunks.len() >= 4, "several content chunks: {}", s.text);
+    assert_eq!(chunks[chunks.len() - 2]["choices"][0]["finish_reason"], "stop");
+    assert_eq!(chunks.last().unwrap()["usage"]["total_tokens"], 120);
+}
+
+#[tokio::test]
+async fn a_failed_run_is_422_in_openais_error_shape() {
+    let h = harness(vec![reply(r#"{"town": "A"}"#), reply(r#"{"town": "B"}"#), reply(r#"{"town": "C"}"#)]).await;
+    let a = h
+        .call("POST", "/v1/chat/completions", Some(checked(json!([{"role": "user", "content": "Which city?"}]))))
+        .await;
+    assert_eq!(a.status, 422, "{}", a.text);
+    assert_eq!(a.header("x-redraft-attempts"), Some("3"));
+    assert_eq!(a.json["error"]["run_id"], a.header("x-redraft-run-id").unwrap());
+    assert_result_snapshot!(a.json, @r#"
+    {
+      "error": {
+        "message": "the run failed: 3 attempts; best score 0 at attempt 3; halted because max_iterations; last issues: (root) additionalProperties: Additional properties are not allowed ('town' was unexpected); (root) required: \"city\" is a required property",
+        "code": "max_iterations",
+        "type": "validation_error",
+        "run_id": "[run_id]"
+      },
+      "redraft": {
+        "run_id": "[run_id]",
+        "attempts": 3,
+        "halted_because": "max_iterations",
+        "history": [
+          "rejected",
+          "rejected",
+          "rejected"
+        ]
+      }
+    }
+    "#);
+}
+
+#[tokio::test]
+async fn bad_proxy_requests_are_400_in_openais_shape() {
+    let h = harness(vec![status(503), status(503), status(503)]).await;
+    for (body, expected) in [
+        (json!({"messages": []}), "missing field `model`"),
+        (json!({"model": "fake/m", "messages": []}), "`messages` is empty"),
+        (json!({"model": "fake/m", "messages": [{"role": "tool", "content": "x"}]}), "`tool`"),
+        (json!({"model": "fake/m", "messages": [{"role": "user", "content": "x"}], "n": 2}), "`n`"),
+        (
+            json!({"model": "fake/m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}),
+            "tools",
+        ),
+        (
+            json!({"model": "fake/m", "messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}),
+            "schema` is required",
+        ),
+        (
+            json!({"model": "fake/m", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}),
+            "`image_url` part",
+        ),
+    ] {
+        let a = h.call("POST", "/v1/chat/completions", Some(body.clone())).await;
+        assert_eq!(a.status, 400, "{body}: {}", a.text);
+        assert_eq!(a.json["error"]["type"], "invalid_request_error", "{}", a.text);
+        assert!(a.json["error"]["message"].as_str().unwrap().contains(expected), "{}", a.text);
+    }
+    // The upstream failing: 502.
+    let a = h
+        .call(
+            "POST",
+            "/v1/chat/completions",
+            Some(json!({"model": "fake/m", "messages": [{"role": "user", "content": "x"}]})),
+        )
+        .await;
+    assert_eq!((a.status, a.json["error"]["type"].as_str()), (502, Some("upstream_error")), "{}", a.text);
+}
+
+#[tokio::test]
+async fn models_lists_the_configured_models() {
+    let h = crate::harness_with(vec![], vec![], |c| {
+        c.fallback_models = vec!["fake/bigger".into()];
+        c.models
+            .insert("openai/gpt-4o-mini".into(), redraft::Price { input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.6 });
+    })
+    .await;
+    let a = h.call("GET", "/v1/models", None).await;
+    assert_eq!(a.status, 200);
+    let ids: Vec<&str> = a.json["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["fake/m", "fake/bigger", "openai/gpt-4o-mini"]);
+    assert_eq!(a.json["object"], "list");
+}

@@ -1,0 +1,228 @@
+//! Runs in the background: started, listed, followed over SSE, cancelled, resumed on start.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redraft::RunSpec;
+use redraft::core::{RunState, Store};
+use redraft::recorder::{self, Start};
+use redraft_server::{AppState, router};
+use redraft_testkit::{reply, slow};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use crate::{assert_result_snapshot, config, harness, request, sse_events, write_kind};
+
+fn city_spec() -> Value {
+    json!({"kind": "city", "prompt": "Which city is the contract in?", "context": {"city": "Toledo"}})
+}
+
+#[tokio::test]
+async fn a_background_run_is_accepted_then_shown_and_listed() {
+    let h =
+        harness(vec![reply(r#"{"city": "Louisville"}"#), slow(r#"{"city": "Toledo"}"#, Duration::from_millis(300))])
+            .await;
+    let a = h.call("POST", "/v1/runs", Some(city_spec())).await;
+    assert_eq!(a.status, 202, "{}", a.text);
+    let run_id = a.json["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(a.json, json!({"run_id": run_id}));
+    assert_eq!(a.header("location"), Some(format!("/v1/runs/{run_id}").as_str()));
+    // In flight: the run so far.
+    let so_far = h.call("GET", &format!("/v1/runs/{run_id}"), None).await;
+    assert_eq!(so_far.status, 200);
+    assert_eq!(so_far.json["state"], "running", "{}", so_far.text);
+    let result = h.finished(&run_id).await;
+    assert_eq!(result["status"], "succeeded");
+    assert_eq!(result["iterations"], 2);
+
+    let listed = h.call("GET", "/v1/runs?status=succeeded&limit=5", None).await;
+    assert_eq!(listed.status, 200);
+    let runs = listed.json["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!((runs[0]["run_id"].as_str(), runs[0]["iterations"].as_u64()), (Some(run_id.as_str()), Some(2)));
+    assert_eq!(runs[0]["model"], "fake/m");
+    assert_eq!(h.call("GET", "/v1/runs?status=failed", None).await.json["runs"], json!([]));
+    for bad in ["/v1/runs?status=done", "/v1/runs?limit=0", "/v1/runs?limit=many"] {
+        let a = h.call("GET", bad, None).await;
+        assert_eq!((a.status, a.json["error"]["code"].as_str()), (400, Some("invalid_field")), "{bad}");
+    }
+    let a = h.call("GET", "/v1/runs/nope", None).await;
+    assert_eq!((a.status, a.json["error"]["code"].as_str()), (404, Some("unknown_run")));
+    assert_eq!(h.call("GET", "/v1/runs/nope/events", None).await.status, 404);
+    assert_eq!(h.call("DELETE", "/v1/runs/nope", None).await.status, 404);
+}
+
+#[tokio::test]
+async fn a_finished_run_replays_all_its_events_in_order() {
+    let h = harness(vec![reply("no json here"), reply(r#"{"city": "Dayton"}"#), reply(r#"{"city": "Toledo"}"#)]).await;
+    let run = h.call("POST", "/v1/iterate", Some(city_spec())).await;
+    assert_eq!(run.status, 200, "{}", run.text);
+    let run_id = run.json["run_id"].as_str().unwrap();
+    let a = h.call("GET", &format!("/v1/runs/{run_id}/events"), None).await;
+    assert_eq!(a.status, 200);
+    assert!(a.header("content-type").unwrap().starts_with("text/event-stream"));
+    let events = sse_events(&a.text);
+    let names: Vec<String> = events
+        .iter()
+        .map(|(e, d)| match d["iteration"].as_u64().or(d["attempt"]["iteration"].as_u64()) {
+            Some(i) => format!("{e} {i} {}", d["attempt"]["status"].as_str().unwrap_or("")).trim().to_owned(),
+            None => e.clone(),
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "attempt_started 1",
+            "attempt_finished 1 invalid_json",
+            "attempt_started 2",
+            "attempt_finished 2 rejected",
+            "attempt_started 3",
+            "attempt_finished 3 accepted",
+            "run_finished"
+        ]
+    );
+    assert_eq!(events[6].1, run.json, "run_finished carries the result");
+    assert!(a.text.contains("id: 1\n") || a.text.contains("id:1\n"), "events are numbered: {}", a.text);
+}
+
+#[tokio::test]
+async fn a_running_run_streams_live_events_until_it_finishes() {
+    let h = harness(vec![
+        slow(r#"{"city": "Dayton"}"#, Duration::from_millis(400)),
+        slow(r#"{"city": "Toledo"}"#, Duration::from_millis(400)),
+    ])
+    .await;
+    let a = h.call("POST", "/v1/runs", Some(city_spec())).await;
+    let run_id = a.json["run_id"].as_str().unwrap().to_owned();
+    let res = h.app.clone().oneshot(request("GET", &format!("/v1/runs/{run_id}/events"), None)).await.unwrap();
+    assert_eq!(res.status(), 200);
+    let mut body = res.into_body().into_data_stream();
+    let mut text = String::new();
+    let mut first_seen_while_running = None;
+    while let Some(chunk) = tokio::time::timeout(Duration::from_secs(10), body.next()).await.unwrap() {
+        text.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+        if first_seen_while_running.is_none() && text.contains("attempt_started") {
+            let so_far = h.call("GET", &format!("/v1/runs/{run_id}"), None).await;
+            first_seen_while_running = Some(so_far.json["state"].clone());
+        }
+    }
+    assert_eq!(first_seen_while_running, Some(json!("running")), "the first event came while the run was in flight");
+    let names: Vec<String> = sse_events(&text).into_iter().map(|(e, _)| e).collect();
+    assert_eq!(
+        names,
+        ["attempt_started", "attempt_finished", "attempt_started", "attempt_finished", "run_finished"],
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn delete_cancels_a_run_in_flight() {
+    let h = harness(vec![reply(r#"{"city": "Dayton"}"#), slow(r#"{"city": "Toledo"}"#, Duration::from_secs(30))]).await;
+    let a = h.call("POST", "/v1/runs", Some(city_spec())).await;
+    let run_id = a.json["run_id"].as_str().unwrap().to_owned();
+    for _ in 0..400 {
+        if h.model.calls().await >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let cancelled = h.call("DELETE", &format!("/v1/runs/{run_id}"), None).await;
+    assert_eq!(cancelled.status, 200, "{}", cancelled.text);
+    assert_eq!(cancelled.json["halted_because"], "cancelled");
+    assert_eq!(cancelled.json["status"], "failed");
+    assert_eq!(cancelled.json["history"][1]["issues"][0]["code"], "cancelled", "the attempt in flight is recorded");
+    assert_eq!(h.finished(&run_id).await["halted_because"], "cancelled", "as stored");
+    let again = h.call("DELETE", &format!("/v1/runs/{run_id}"), None).await;
+    assert_eq!((again.status, again.json["error"]["code"].as_str()), (409, Some("run_finished")));
+}
+
+#[tokio::test]
+async fn iterate_can_be_cancelled_by_another_request() {
+    let h = harness(vec![slow(r#"{"city": "Toledo"}"#, Duration::from_secs(30))]).await;
+    let app = h.app.clone();
+    let waiting = tokio::spawn(async move { app.oneshot(request("POST", "/v1/iterate", Some(&city_spec()))).await });
+    let run_id = loop {
+        let runs = h.call("GET", "/v1/runs", None).await;
+        if let Some(id) = runs.json["runs"][0]["run_id"].as_str() {
+            break id.to_owned();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(h.call("DELETE", &format!("/v1/runs/{run_id}"), None).await.status, 200);
+    let res = waiting.await.unwrap().unwrap();
+    assert_eq!(res.status(), 422);
+}
+
+#[tokio::test]
+async fn on_start_a_run_left_running_is_resumed_with_nothing_lost_or_repeated() {
+    let h = harness(vec![reply(r#"{"city": "Toledo"}"#)]).await;
+    // A process recorded attempt 1 and died during attempt 2.
+    let spec: RunSpec = serde_json::from_value(city_spec()).unwrap();
+    let config = config(&h.model.base_url(), h.dir.path());
+    let store = redraft::store::open(&config).await.unwrap();
+    let crashed = FakeDeath::run(&spec, &config, store.clone()).await;
+    let stored = store.run(&crashed).await.unwrap().unwrap();
+    assert_eq!((stored.state, stored.attempts.len()), (RunState::Running, 1));
+
+    // A new server over the same store resumes it.
+    write_kind(h.dir.path());
+    let state = AppState::new(config, store.clone(), vec![]).unwrap();
+    assert_eq!(state.resume_unfinished().await.unwrap(), 1);
+    let app = router(state.clone());
+    let result = loop {
+        let res = app.clone().oneshot(request("GET", &format!("/v1/runs/{crashed}"), None)).await.unwrap();
+        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX).await.unwrap();
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        if v.get("status").is_some() {
+            break v;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(result["status"], "succeeded", "{result}");
+    let cities: Vec<&str> =
+        result["history"].as_array().unwrap().iter().map(|a| a["artifact"]["city"].as_str().unwrap()).collect();
+    assert_eq!(cities, ["Dayton", "Toledo"], "attempt 1 kept, attempt 2 made once");
+    assert_eq!(h.model.calls().await, 1, "only the missing attempt was asked for");
+    let feedback = redraft_testkit::last_user_message(&h.model.bodies().await[0]);
+    assert!(feedback.starts_with("Attempt 2 of 3.") && feedback.contains("Dayton"), "{feedback}");
+    assert_result_snapshot!(json!({"status": result["status"], "iterations": result["iterations"], "halted_because": result["halted_because"]}), @r#"
+    {
+      "status": "succeeded",
+      "iterations": 2,
+      "halted_because": "success"
+    }
+    "#);
+}
+
+/// A run whose process "dies" after its first attempt: recorded, then dropped mid-attempt 2.
+struct FakeDeath;
+
+impl FakeDeath {
+    async fn run(spec: &RunSpec, config: &redraft::Config, store: std::sync::Arc<dyn Store>) -> String {
+        let model = redraft_testkit::FakeOpenAi::start(vec![
+            reply(r#"{"city": "Dayton"}"#),
+            slow(r#"{"city": "never"}"#, Duration::from_secs(60)),
+        ])
+        .await;
+        let mut config = config.clone();
+        if let Some(p) = config.providers.get_mut("fake") {
+            p.base_url = Some(model.base_url());
+        }
+        let setup = redraft::SpecSetup::local(&config, std::env::current_dir().unwrap());
+        let run_id = redraft::new_run_id();
+        let how = Start { run_id: Some(run_id.clone()), ..Start::default() };
+        let running = recorder::start(spec, &setup, Some(store.clone()), how);
+        tokio::pin!(running);
+        loop {
+            tokio::select! {
+                _ = &mut running => panic!("the run was meant to hang"),
+                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+            }
+            if model.calls().await >= 2 {
+                break;
+            }
+        }
+        // Dropping the future is the crash: nothing more is written.
+        run_id
+    }
+}

@@ -1,0 +1,76 @@
+"""The redraft proxy through the official `openai` client.
+
+Usage: proxy_client.py BASE_URL API_KEY
+
+The server's fake upstream answers: (1) wrongly then rightly, (2) rightly (streamed),
+(3) wrongly three times. Prints one line per check; exits non-zero on the first failure.
+"""
+
+import json
+import sys
+
+import openai
+
+base_url, api_key = sys.argv[1], sys.argv[2]
+client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=60)
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "state": {"type": "string"}},
+    "required": ["city", "state"],
+    "additionalProperties": False,
+}
+FORMAT = {"type": "json_schema", "json_schema": {"name": "place", "schema": SCHEMA, "strict": True}}
+MESSAGES = [
+    {"role": "system", "content": "You extract places."},
+    {"role": "user", "content": "Contract C-7 is in Toledo, OH. Where is it?"},
+]
+
+# 1. Checked and retried: the first answer misses `state`.
+raw = client.chat.completions.with_raw_response.create(model="fake/m", messages=MESSAGES, response_format=FORMAT)
+assert raw.status_code == 200, raw.status_code
+assert raw.headers.get("x-redraft-attempts") == "2", raw.headers
+run_id = raw.headers.get("x-redraft-run-id")
+assert run_id, raw.headers
+completion = raw.parse()
+place = json.loads(completion.choices[0].message.content)
+assert place == {"city": "Toledo", "state": "OH"}, place
+redraft = completion.model_extra["redraft"]
+assert redraft["run_id"] == run_id and redraft["attempts"] == 2, redraft
+assert redraft["history"] == ["rejected", "accepted"], redraft
+assert completion.usage.prompt_tokens == 200 and completion.usage.completion_tokens == 40, completion.usage
+print("checked: ok", json.dumps(place), "attempts=2")
+
+# 2. Streamed: chunks of the accepted answer, then [DONE].
+stream = client.chat.completions.create(model="fake/m", messages=MESSAGES, response_format=FORMAT, stream=True)
+pieces = []
+finish = None
+for chunk in stream:
+    assert chunk.object == "chat.completion.chunk", chunk
+    if chunk.choices:
+        pieces.append(chunk.choices[0].delta.content or "")
+        finish = chunk.choices[0].finish_reason or finish
+streamed = json.loads("".join(pieces))
+assert streamed == {"city": "Toledo", "state": "OH"}, streamed
+assert finish == "stop", finish
+print("streamed: ok", json.dumps(streamed), f"chunks={len(pieces)}")
+
+# 3. Never valid: 422 in OpenAI's error shape.
+try:
+    client.chat.completions.create(model="fake/m", messages=MESSAGES, response_format=FORMAT)
+except openai.UnprocessableEntityError as e:
+    assert e.status_code == 422, e.status_code
+    assert e.body["code"] == "max_iterations", e.body
+    assert e.body["run_id"] == e.response.headers.get("x-redraft-run-id"), e.body
+    assert e.response.headers.get("x-redraft-attempts") == "3", e.response.headers
+    print("failed: ok", e.body["code"], "attempts=3")
+else:
+    raise AssertionError("expected openai.UnprocessableEntityError")
+
+# A wrong key is refused.
+try:
+    openai.OpenAI(base_url=base_url, api_key="wrong", max_retries=0).models.list()
+except openai.AuthenticationError:
+    print("auth: ok")
+else:
+    raise AssertionError("expected openai.AuthenticationError")
