@@ -9,7 +9,7 @@ use redraft::core::decide::{DecideSettings, Decision, IterationCheck, PriorCheck
 use redraft::core::prompt::skeleton;
 use redraft::core::{Ceilings, Directive, Store};
 use redraft::eval::kind::{KindError, KindEvaluator, Kinds};
-use redraft::evaluators::{self, EvaluatorSetup, ExecPermission};
+use redraft::evaluators::{self, EvaluatorSetup, Face};
 use redraft::recorder::{self, Start};
 use redraft::{AttemptRecord, ConfigError, RunObserver, SpecSetup};
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -70,8 +70,11 @@ impl Shared {
         Ok(kinds)
     }
 
-    fn exec(&self) -> ExecPermission {
-        ExecPermission::AllowList(self.setup.exec_allow.clone())
+    fn face(&self) -> Face {
+        Face::Network {
+            exec_allow: self.setup.exec_allow.clone(),
+            http_allow: self.setup.config.server.http_allow.clone(),
+        }
     }
 
     /// The target of `validate` (`judged: false`: schema and rules only) or `submit`
@@ -92,7 +95,7 @@ impl Shared {
                         sandbox: None,
                         timeout: self.setup.config.policy.attempt_timeout,
                         artifact_ext: None,
-                        exec: self.exec(),
+                        face: self.face(),
                         kinds: Some(kinds.clone()),
                     };
                     evaluators::build(&[Directive::Kind(name.to_owned())], &setup).map_err(describe)?.evaluators
@@ -221,7 +224,7 @@ impl RedraftMcp {
         let spec_setup = SpecSetup {
             config: &setup.config,
             workdir: setup.workdir.clone(),
-            exec: self.shared.exec(),
+            face: self.shared.face(),
             ceilings: setup.ceilings.clone(),
             kinds: self.shared.kinds().ok(),
             allow_agents: false,

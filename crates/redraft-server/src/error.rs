@@ -176,6 +176,7 @@ impl From<ConfigError> for ApiError {
         let message = e.to_string();
         match e {
             ConfigError::ExecNotAllowed { .. } => Self::new(StatusCode::FORBIDDEN, "exec_not_allowed", message),
+            ConfigError::NotAllowedHere { .. } => Self::new(StatusCode::FORBIDDEN, "not_allowed", message),
             ConfigError::Plan(PlanError::Invalid { .. }) => Self::bad_request("invalid_field", message),
             ConfigError::Plan(_) => Self::bad_request("invalid_plan", message),
             ConfigError::NoModel | ConfigError::BareModel { .. } | ConfigError::UnknownProvider { .. } => {

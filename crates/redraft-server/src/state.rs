@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use redraft::config::Config;
 use redraft::core::{RunObserver, RunResult, Store};
 use redraft::eval::kind::Kinds;
-use redraft::evaluators::ExecPermission;
+use redraft::evaluators::Face;
 use redraft::recorder::{self, Start};
 use redraft::{ConfigError, RunSpec, SpecSetup};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -109,7 +109,10 @@ impl AppState {
         SpecSetup {
             config,
             workdir: self.inner.workdir.clone(),
-            exec: ExecPermission::AllowList(config.server.exec_allow.clone()),
+            face: Face::Network {
+                exec_allow: config.server.exec_allow.clone(),
+                http_allow: config.server.http_allow.clone(),
+            },
             ceilings: config.server.ceilings.clone(),
             kinds: self.inner.kinds.clone(),
             allow_agents: false,

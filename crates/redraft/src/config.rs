@@ -80,6 +80,9 @@ pub struct ServerConfig {
     pub resume_unfinished: bool,
     /// `exec:` commands a request may name: exact, or a prefix ending in `*`. By default, none.
     pub exec_allow: Vec<String>,
+    /// `http:` validator URLs a request may name: exact, or a prefix ending in `*`. By default,
+    /// none.
+    pub http_allow: Vec<String>,
     /// Upper bounds on what a request may ask (`[server.ceilings]`).
     pub ceilings: Ceilings,
 }
@@ -94,6 +97,7 @@ impl Default for ServerConfig {
             grace_period: Duration::from_secs(30),
             resume_unfinished: true,
             exec_allow: Vec::new(),
+            http_allow: Vec::new(),
             ceilings: Ceilings::default(),
         }
     }

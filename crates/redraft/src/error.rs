@@ -34,6 +34,8 @@ pub enum ConfigError {
         "`exec:{command}` is not allowed here\nhint: add the command (or a prefix ending in `*`) to `exec_allow` in the server's config"
     )]
     ExecNotAllowed { command: String },
+    #[error("{what} is not allowed here\nhint: {hint}")]
+    NotAllowedHere { what: String, hint: String },
     #[error(
         "`{directive}:` needs a judge model\nhint: set `judge_model = \"provider/model\"` in redraft.toml (or REDRAFT_JUDGE_MODEL)"
     )]

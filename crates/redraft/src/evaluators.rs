@@ -14,24 +14,50 @@ use redraft_sandbox::Sandbox;
 use crate::config::Config;
 use crate::error::ConfigError;
 
-/// Whether `exec:` directives may run commands from this face.
+/// Who is asking: the local user, or a request from the network, which may only run the
+/// commands and reach the URLs the server's config allows, and only read files under the
+/// working directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ExecPermission {
-    /// The local CLI: any command.
-    Any,
-    /// Network faces: only commands that match one of these (exactly, or as a prefix ending
-    /// in `*`).
-    AllowList(Vec<String>),
+pub enum Face {
+    /// The local CLI: any command, URL and file.
+    Local,
+    /// HTTP and MCP: `exec:` commands and `http:` URLs must match an allow-list entry (exactly,
+    /// or by a prefix ending in `*`); `schema:` paths must be relative and stay inside the
+    /// working directory.
+    Network { exec_allow: Vec<String>, http_allow: Vec<String> },
 }
 
-impl ExecPermission {
-    fn allows(&self, command: &str) -> bool {
+fn allowed(list: &[String], asked: &str) -> bool {
+    list.iter().any(|a| match a.strip_suffix('*') {
+        Some(prefix) => asked.starts_with(prefix),
+        None => asked == a,
+    })
+}
+
+impl Face {
+    fn allows_exec(&self, command: &str) -> bool {
         match self {
-            ExecPermission::Any => true,
-            ExecPermission::AllowList(list) => list.iter().any(|a| match a.strip_suffix('*') {
-                Some(prefix) => command.starts_with(prefix),
-                None => command == a,
-            }),
+            Face::Local => true,
+            Face::Network { exec_allow, .. } => allowed(exec_allow, command),
+        }
+    }
+
+    fn allows_http(&self, url: &str) -> bool {
+        match self {
+            Face::Local => true,
+            Face::Network { http_allow, .. } => allowed(http_allow, url),
+        }
+    }
+
+    fn allows_file(&self, path: &std::path::Path) -> bool {
+        match self {
+            Face::Local => true,
+            Face::Network { .. } => {
+                path.is_relative()
+                    && path
+                        .components()
+                        .all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir))
+            }
         }
     }
 }
@@ -47,7 +73,7 @@ pub struct EvaluatorSetup<'a> {
     pub timeout: Duration,
     /// The artifact file's extension for `exec:` (by default `json`, or `txt` for text).
     pub artifact_ext: Option<String>,
-    pub exec: ExecPermission,
+    pub face: Face,
     /// Kinds loaded at start-up (servers); by default they are loaded from the config's
     /// `kinds_dir` when a directive names a kind.
     pub kinds: Option<Arc<Kinds>>,
@@ -80,10 +106,18 @@ pub fn build(directives: &[Directive], setup: &EvaluatorSetup<'_>) -> Result<Bui
     for directive in directives {
         match directive {
             Directive::Schema(path) => {
-                out.push(Arc::new(SchemaEvaluator::from_file(std::path::Path::new(path))?));
+                let path = std::path::Path::new(path);
+                if !setup.face.allows_file(path) {
+                    return Err(ConfigError::NotAllowedHere {
+                        what: format!("`schema:{}`", path.display()),
+                        hint: "over the network a schema file must be a relative path inside the server's working directory; or send the schema inline".into(),
+                    });
+                }
+                let path = if path.is_relative() { setup.workdir.join(path) } else { path.to_owned() };
+                out.push(Arc::new(SchemaEvaluator::from_file(&path)?));
             }
             Directive::Exec(command) => {
-                if !setup.exec.allows(command) {
+                if !setup.face.allows_exec(command) {
                     return Err(ConfigError::ExecNotAllowed { command: command.clone() });
                 }
                 let mut exec = ExecEvaluator::new(command.clone(), &setup.workdir).timeout(setup.timeout);
@@ -100,6 +134,12 @@ pub fn build(directives: &[Directive], setup: &EvaluatorSetup<'_>) -> Result<Bui
                     return Err(ConfigError::Invalid {
                         key: "evaluator".into(),
                         message: format!("`http:{url}` needs a full URL, e.g. `http:http://127.0.0.1:8000/validate`"),
+                    });
+                }
+                if !setup.face.allows_http(url) {
+                    return Err(ConfigError::NotAllowedHere {
+                        what: format!("`http:{url}`"),
+                        hint: "add the URL (or a prefix ending in `*`) to `http_allow` in the server's config".into(),
                     });
                 }
                 let http = HttpEvaluator::new(url.clone(), None, setup.timeout)
@@ -141,12 +181,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_allow_list_matches_exactly_or_by_prefix() {
-        let p = ExecPermission::AllowList(vec!["pytest -q".into(), "cargo test*".into()]);
-        assert!(p.allows("pytest -q"));
-        assert!(!p.allows("pytest -q; rm -rf /"));
-        assert!(p.allows("cargo test --workspace"));
-        assert!(!p.allows("sh -c 'cargo test'"));
-        assert!(ExecPermission::Any.allows("anything"));
+    fn network_faces_are_held_to_their_allow_lists() {
+        let p = Face::Network {
+            exec_allow: vec!["pytest -q".into(), "cargo test*".into()],
+            http_allow: vec!["http://validator.internal/*".into()],
+        };
+        assert!(p.allows_exec("pytest -q"));
+        assert!(!p.allows_exec("pytest -q; rm -rf /"));
+        assert!(p.allows_exec("cargo test --workspace"));
+        assert!(!p.allows_exec("sh -c 'cargo test'"));
+        assert!(p.allows_http("http://validator.internal/check"));
+        assert!(!p.allows_http("http://169.254.169.254/latest/meta-data"));
+        assert!(p.allows_file(std::path::Path::new("schemas/person.json")));
+        assert!(!p.allows_file(std::path::Path::new("/etc/passwd")));
+        assert!(!p.allows_file(std::path::Path::new("../secrets.json")));
+        assert!(Face::Local.allows_exec("anything") && Face::Local.allows_file(std::path::Path::new("/etc/x")));
     }
 }

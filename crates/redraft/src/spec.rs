@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::error::ConfigError;
-use crate::evaluators::{self, EvaluatorSetup, ExecPermission};
+use crate::evaluators::{self, EvaluatorSetup, Face};
 use crate::model::Model;
 use crate::runner::{Runner, RunnerBuilder};
 
@@ -118,7 +118,7 @@ pub struct SpecSetup<'a> {
     pub config: &'a Config,
     /// Where commands run and relative paths resolve.
     pub workdir: PathBuf,
-    pub exec: ExecPermission,
+    pub face: Face,
     /// Upper bounds on what a request may ask for.
     pub ceilings: Ceilings,
     pub kinds: Option<Arc<Kinds>>,
@@ -129,7 +129,7 @@ pub struct SpecSetup<'a> {
 impl<'a> SpecSetup<'a> {
     /// The local CLI: anything goes, in the current directory.
     pub fn local(config: &'a Config, workdir: PathBuf) -> Self {
-        Self { config, workdir, exec: ExecPermission::Any, ceilings: Ceilings::none(), kinds: None, allow_agents: true }
+        Self { config, workdir, face: Face::Local, ceilings: Ceilings::none(), kinds: None, allow_agents: true }
     }
 }
 
@@ -241,7 +241,7 @@ impl RunSpec {
             sandbox,
             timeout: policy.attempt_timeout,
             artifact_ext: self.artifact_ext.clone(),
-            exec: setup.exec.clone(),
+            face: setup.face.clone(),
             kinds: setup.kinds.clone(),
         };
         let built = evaluators::build(&self.directives()?, &evaluator_setup)?;

@@ -94,6 +94,20 @@ async fn exec_outside_the_allow_list_is_403() {
 }
 
 #[tokio::test]
+async fn server_files_and_unlisted_urls_are_out_of_reach_of_requests() {
+    let h = harness_with(vec![], vec![], |c| {
+        c.server.http_allow = vec!["http://127.0.0.1:9/allowed*".into()];
+    })
+    .await;
+    for evaluator in ["schema:/etc/passwd", "schema:../../secrets.json", "http:http://169.254.169.254/latest/meta-data"]
+    {
+        let a = h.call("POST", "/v1/iterate", Some(json!({"prompt": "x", "evaluator": evaluator}))).await;
+        assert_eq!((a.status, a.json["error"]["code"].as_str()), (403, Some("not_allowed")), "{evaluator}: {}", a.text);
+    }
+    assert_eq!(h.model.calls().await, 0);
+}
+
+#[tokio::test]
 async fn requests_over_the_ceilings_are_400_naming_the_field() {
     let h = harness_with(vec![], vec![], |c| {
         c.server.ceilings.max_budget_usd = Some(1.0);
