@@ -113,7 +113,12 @@ pub fn build(directives: &[Directive], setup: &EvaluatorSetup<'_>) -> Result<Bui
                         hint: "over the network a schema file must be a relative path inside the server's working directory; or send the schema inline".into(),
                     });
                 }
-                let path = if path.is_relative() { setup.workdir.join(path) } else { path.to_owned() };
+                // Locally a path means what it says (relative to the current directory); a
+                // network face resolves it under its working directory.
+                let path = match setup.face {
+                    Face::Local => path.to_owned(),
+                    Face::Network { .. } => setup.workdir.join(path),
+                };
                 out.push(Arc::new(SchemaEvaluator::from_file(&path)?));
             }
             Directive::Exec(command) => {
