@@ -10,14 +10,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::canonical::{artifact_sha256, canonical_json};
-use crate::chat::{ChatRequest, ChatResponse, Message};
+use crate::chat::{ChatRequest, ChatResponse, FinishReason, Message};
 use crate::escalation::{RunFacts, escalate};
 use crate::extract::{self, Repair, Route};
 use crate::issue::{Issue, Score, Verdict, codes};
 use crate::policy::{Ceilings, HaltReason, PlanError, Policy};
 use crate::price::{Price, estimate_tokens};
 use crate::prompt::{
-    Feedback, FirstPrompt, FreshPrompt, PriorAttempt, PromptStyle, Prompts, Strategy, Templates, pretty, skeleton,
+    Feedback, FirstPrompt, FreshPrompt, PriorAttempt, PromptStyle, Prompts, ShapedFeedback, Strategy, Templates,
+    placeholder_paths, pretty, skeleton_text,
 };
 use crate::record::{AttemptRecord, AttemptStatus, Metrics, RunErrorReport, RunResult, RunStatus, Validation};
 
@@ -95,6 +96,10 @@ pub struct Plan {
     pub fallbacks: Vec<Fallback>,
     /// How much the temperature rises after a repeated answer (capped at 1.0). By default, 0.3.
     pub temperature_step: f32,
+    /// Whether the proposer reads the first prompt. `false` when it wrote its own (an agent
+    /// submitting over MCP): the first feedback then shows the shape `prompt_style` names
+    /// (the schema, the example or both), once. By default, `true`.
+    pub prompt_seen: bool,
 }
 
 /// A model the loop may switch to after a repeated answer.
@@ -129,6 +134,7 @@ impl Plan {
             scoring: false,
             fallbacks: Vec::new(),
             temperature_step: 0.3,
+            prompt_seen: true,
         }
     }
 
@@ -207,8 +213,13 @@ pub struct Engine {
     prompts: Prompts,
     threshold: f64,
     first_prompt: String,
-    schema_text: Option<String>,
-    schema_shown: bool,
+    /// The example, to show again in the first feedback when the prompt showed it alone.
+    example_again: Option<String>,
+    /// The schema, to show in the first feedback when the proposer did not read the prompt.
+    schema_again: Option<String>,
+    /// The placeholders of the generated skeleton shown to the proposer: an answer holding one
+    /// copied the example and is rejected.
+    placeholders: Vec<&'static str>,
     conversation: Vec<Message>,
     prior: Vec<PriorAttempt>,
     history: Vec<AttemptRecord>,
@@ -244,14 +255,20 @@ impl Engine {
         let schema_text = plan.schema.as_ref().filter(|_| structured).map(pretty);
         let show_schema = matches!(plan.prompt_style, PromptStyle::Schema | PromptStyle::Both);
         let show_example = matches!(plan.prompt_style, PromptStyle::Example | PromptStyle::Both);
-        let example = match (&plan.example, &plan.schema) {
-            (Some(e), _) => Some(pretty(e)),
-            (None, Some(s)) => Some(pretty(&skeleton(s))),
-            (None, None) => None,
-        }
-        .filter(|_| show_example && structured);
+        let generated = plan.schema.as_ref().filter(|_| plan.example.is_none()).map(skeleton_text);
+        let (example, placeholders) = match (&plan.example, generated) {
+            (Some(e), _) => (Some(pretty(e)), Vec::new()),
+            (None, Some((text, placeholders))) => (Some(text), placeholders),
+            (None, None) => (None, Vec::new()),
+        };
+        let (example, placeholders) =
+            if show_example && structured { (example, placeholders) } else { (None, Vec::new()) };
         let first_schema = schema_text.clone().filter(|_| show_schema);
-        let schema_shown = first_schema.is_some();
+        // After a rejection the shape is shown again the way the first prompt showed it: a
+        // prompt that left the schema out (the example style, for models that echo a schema
+        // back instead of filling it) never gets it in the feedback either.
+        let example_again = example.clone().filter(|_| first_schema.is_none() || !plan.prompt_seen);
+        let schema_again = first_schema.clone().filter(|_| !plan.prompt_seen);
         let first_prompt = prompts.first(&FirstPrompt {
             prompt: &plan.task.prompt,
             context: plan.task.context.as_ref().filter(|c| !c.is_null()).map(pretty),
@@ -262,13 +279,16 @@ impl Engine {
         // Render the feedback and fresh templates once now so that an override naming an
         // unknown variable fails before anything is sent.
         let probe = PriorAttempt::new(1, "{}", 10, vec![Issue::new("/x", "type", "probe")], Some(1));
-        prompts.feedback(&Feedback {
-            attempt: 2,
-            max_attempts: 3,
-            previous: 1,
-            structured,
-            prior: &probe,
-            schema: schema_text.clone(),
+        prompts.shaped_feedback(&ShapedFeedback {
+            feedback: &Feedback {
+                attempt: 2,
+                max_attempts: 3,
+                previous: 1,
+                structured,
+                prior: &probe,
+                schema: schema_again.clone(),
+            },
+            example: example_again.clone(),
         })?;
         prompts.fresh(&FreshPrompt {
             first: &first_prompt,
@@ -285,8 +305,9 @@ impl Engine {
             prompts,
             threshold,
             first_prompt,
-            schema_text,
-            schema_shown,
+            example_again,
+            schema_again,
+            placeholders,
             prior: Vec::new(),
             history: Vec::new(),
             seen: Vec::new(),
@@ -515,7 +536,7 @@ impl Engine {
         let model = model.to_owned();
         let cost_usd = response.cost_usd.or_else(|| price.map(|p| p.cost(tokens_in, tokens_out)));
         let judge_cost_usd = verdict.as_ref().and_then(|v| v.cost_usd);
-        let (status, score, issues) = match (&candidate.artifact, verdict) {
+        let (mut status, score, mut issues) = match (&candidate.artifact, verdict) {
             (Some(_), Some(v)) => {
                 let ok = v.score.get() >= self.threshold && !v.issues.iter().any(Issue::is_error);
                 (if ok { AttemptStatus::Accepted } else { AttemptStatus::Rejected }, v.score, v.issues)
@@ -529,6 +550,34 @@ impl Engine {
                 (status, Score::ZERO, candidate.issue.into_iter().collect())
             }
         };
+        if let Some(artifact) = &candidate.artifact {
+            let copied = placeholder_paths(artifact, &self.placeholders);
+            if !copied.is_empty() {
+                status = AttemptStatus::Rejected;
+                issues.extend(copied.into_iter().map(|(path, p)| {
+                    let mut issue = Issue::new(
+                        path,
+                        codes::PLACEHOLDER,
+                        format!("\"{p}\" is a placeholder from the example: replace it with the real value"),
+                    );
+                    issue.evaluator = Some("redraft".into());
+                    issue
+                }));
+            }
+        }
+        if let (Some(artifact), Some(schema)) = (&candidate.artifact, &self.plan.schema)
+            && status == AttemptStatus::Rejected
+            && looks_like_a_schema(artifact, schema)
+        {
+            // The validator's complaints (missing properties…) don't say why; this does.
+            let mut issue = Issue::new(
+                "",
+                codes::SCHEMA_ECHO,
+                "this is a JSON Schema, not an answer: give the values from the task, in the shape the schema describes",
+            );
+            issue.evaluator = Some("redraft".into());
+            issues.insert(0, issue);
+        }
         let repeat_of = self.note_seen(candidate.artifact.as_ref(), &response.text, iteration);
         AttemptRecord {
             iteration,
@@ -649,6 +698,7 @@ impl Engine {
             record.repeat_of,
         );
         prior.timed_out = record.status == AttemptStatus::Error;
+        prior.cut_off = record.finish_reason == Some(FinishReason::Length);
         match self.plan.strategy {
             Strategy::Fresh => self.prior.push(prior),
             Strategy::Conversation => {
@@ -656,17 +706,17 @@ impl Engine {
                     // Nothing was answered: send the same conversation again.
                     return;
                 }
-                let schema = if self.schema_shown { None } else { self.schema_text.clone() };
-                self.schema_shown |= schema.is_some();
                 let ctx = Feedback {
                     attempt: record.iteration + 1,
                     max_attempts: self.plan.policy.max_iterations,
                     previous: record.iteration,
                     structured,
                     prior: &prior,
-                    schema,
+                    schema: self.schema_again.take(),
                 };
-                let text = self.prompts.feedback(&ctx).unwrap_or_else(|e| fallback_feedback(&ctx, &e.to_string()));
+                let shaped = ShapedFeedback { feedback: &ctx, example: self.example_again.take() };
+                let text =
+                    self.prompts.shaped_feedback(&shaped).unwrap_or_else(|e| fallback_feedback(&ctx, &e.to_string()));
                 self.conversation.push(Message::assistant(record.raw.clone()));
                 self.conversation.push(Message::user(text));
             }
@@ -735,6 +785,23 @@ impl Engine {
     }
 }
 
+/// Whether `artifact` is a JSON Schema rather than an answer to `schema`: an object with a
+/// `type` naming a JSON type and `properties`, `required` or `items` (or with `$schema`),
+/// where `schema` itself defines none of those keys as properties of the answer.
+pub fn looks_like_a_schema(artifact: &Value, schema: &Value) -> bool {
+    let Some(obj) = artifact.as_object() else {
+        return false;
+    };
+    let own = schema.get("properties").and_then(Value::as_object);
+    let keyword = |k: &str| obj.contains_key(k) && !own.is_some_and(|p| p.contains_key(k));
+    let typed = keyword("type")
+        && obj
+            .get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| matches!(t, "object" | "array" | "string" | "number" | "integer" | "boolean" | "null"));
+    (typed && (keyword("properties") || keyword("required") || keyword("items"))) || keyword("$schema")
+}
+
 fn fallback_feedback(ctx: &Feedback<'_>, error: &str) -> String {
     let mut text = format!("Attempt {} of {}.\n\nYour previous answer was rejected:\n", ctx.attempt, ctx.max_attempts);
     for (i, issue) in ctx.prior.issues.iter().enumerate() {
@@ -742,4 +809,23 @@ fn fallback_feedback(ctx: &Feedback<'_>, error: &str) -> String {
     }
     text.push_str(&format!("\n(the feedback template failed: {error})\n\nReturn only the corrected answer."));
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::looks_like_a_schema;
+    use serde_json::json;
+
+    #[test]
+    fn a_schema_given_back_is_told_apart_from_an_answer() {
+        let schema = json!({"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}});
+        assert!(looks_like_a_schema(&json!({"title": "Person", "type": "object", "required": ["name"]}), &schema));
+        assert!(looks_like_a_schema(&json!({"$schema": "https://json-schema.org/draft/2020-12/schema"}), &schema));
+        assert!(!looks_like_a_schema(&json!({"name": "Ann"}), &schema));
+        assert!(!looks_like_a_schema(&json!({"type": "welder", "required": ["x"]}), &schema));
+        // An answer whose own fields are called `type` and `required` is an answer.
+        let forms =
+            json!({"type": "object", "properties": {"type": {"type": "string"}, "required": {"type": "array"}}});
+        assert!(!looks_like_a_schema(&json!({"type": "object", "required": ["a"]}), &forms));
+    }
 }

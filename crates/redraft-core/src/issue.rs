@@ -22,6 +22,10 @@ pub mod codes {
     pub const PROVIDER_ERROR: &str = "provider_error";
     pub const CHECK: &str = "check";
     pub const DESERIALIZE: &str = "deserialize";
+    /// A placeholder of the generated example (`"<string>"`…) left in the answer.
+    pub const PLACEHOLDER: &str = "placeholder";
+    /// The answer is a JSON Schema instead of an instance of one.
+    pub const SCHEMA_ECHO: &str = "schema_echo";
 }
 
 /// One problem found in an artifact.

@@ -145,9 +145,10 @@ impl Count {
         plan.ceilings = self.ceilings.clone();
         plan.schema = self.target.schema.clone();
         plan.example = self.target.kind.as_ref().and_then(|k| k.example.clone());
-        // The schema is not in a first prompt (the agent wrote its own), so the first
-        // rejection shows it once.
-        plan.prompt_style = PromptStyle::Example;
+        // The agent wrote its own prompt and never reads redraft's, so the first rejection
+        // shows the schema, once.
+        plan.prompt_style = PromptStyle::Schema;
+        plan.prompt_seen = false;
         plan.scoring = self.target.evaluators.iter().any(|e| e.scoring());
         plan.templates = Templates { feedback: Some(SUBMIT_FEEDBACK_TEMPLATE.to_owned()), ..Templates::default() };
         plan.feedback_max_chars = self.feedback_max_chars;

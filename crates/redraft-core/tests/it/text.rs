@@ -104,7 +104,7 @@ fn feedback_numbers_every_issue_and_echoes_the_submission() {
 }
 
 #[test]
-fn feedback_shows_the_schema_once_when_the_first_prompt_did_not() {
+fn feedback_in_the_example_style_shows_the_example_again_not_the_schema() {
     let mut p = plan();
     p.prompt_style = PromptStyle::Example;
     p.feedback_max_chars = 20;
@@ -123,18 +123,10 @@ fn feedback_shows_the_schema_once_when_the_first_prompt_did_not() {
     Problems (1):
     1. (root): no JSON value was found in the answer; answer with only the JSON value [invalid_json]
 
-    The answer must match this JSON Schema:
+    The answer must have this shape (replace every placeholder with a real value):
     ```json
     {
-      "type": "object",
-      "properties": {
-        "city": {
-          "type": "string"
-        }
-      },
-      "required": [
-        "city"
-      ]
+      "city": "<string>"
     }
     ```
 
@@ -142,7 +134,8 @@ fn feedback_shows_the_schema_once_when_the_first_prompt_did_not() {
     "#);
     answer(&mut e, r#"{"city": "Louisville"}"#, city_check);
     let third = e.request().messages.last().unwrap().content.clone();
-    assert!(!third.contains("JSON Schema"), "the schema is shown once per conversation: {third}");
+    assert!(!third.contains("JSON Schema"), "the example style never shows the schema: {third}");
+    assert!(!third.contains("must have this shape"), "the example is shown again once: {third}");
 }
 
 #[test]
@@ -251,4 +244,46 @@ fn escalation_spots_no_json_and_regressions() {
         esc.pattern.as_deref(),
         Some("a regression: `/b` (required) was fixed at attempt 2 and came back at attempt 3")
     );
+}
+
+#[test]
+fn a_copied_placeholder_or_a_schema_given_back_is_rejected_and_named() {
+    let mut p = plan();
+    p.policy.max_iterations = 3;
+    let mut e = Engine::new(p).unwrap();
+    // The checker alone would pass anything with a string city: the placeholder is caught anyway.
+    let copied = answer(&mut e, r#"{"city": "<string>"}"#, |_| redraft_core::Verdict::pass()).unwrap();
+    assert_eq!(copied.status, redraft_core::AttemptStatus::Rejected);
+    assert_eq!(copied.issues.last().unwrap().code, "placeholder");
+    assert_eq!(copied.issues.last().unwrap().path, "/city");
+    let echoed = answer(
+        &mut e,
+        r#"{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}"#,
+        city_check,
+    )
+    .unwrap();
+    assert_eq!(echoed.issues[0].code, "schema_echo");
+    let feedback = e.request().messages.last().unwrap().content.clone();
+    assert!(feedback.contains("1. (root): this is a JSON Schema, not an answer"), "{feedback}");
+}
+
+#[test]
+fn an_answer_cut_off_at_the_token_limit_is_told_so() {
+    use redraft_core::{AttemptEnd, AttemptOutcome, ChatResponse, FinishReason, Next};
+    let mut e = Engine::new(plan()).unwrap();
+    let Next::Attempt { iteration, request, .. } = e.next(std::time::Duration::ZERO) else { panic!("no attempt") };
+    let raw = r#"{"city": "Louisville", "notes": ["a", "a", "a""#;
+    let candidate = e.candidate(raw);
+    let verdict = candidate.artifact.as_ref().map(city_check);
+    let response =
+        ChatResponse { text: raw.into(), usage: None, finish_reason: Some(FinishReason::Length), cost_usd: None };
+    e.settle(AttemptOutcome {
+        iteration,
+        request_chars: request.chars(),
+        wall_ms: 10,
+        end: AttemptEnd::Answered { response, candidate, verdict },
+    });
+    let feedback = e.request().messages.last().unwrap().content.clone();
+    assert!(feedback.contains("It was cut off at the output token limit before it ended."), "{feedback}");
+    assert!(feedback.ends_with("Keep it short: nothing repeated."), "{feedback}");
 }
