@@ -3,7 +3,7 @@
 # (max_iterations=3) on DeepJSONEval extraction tasks (../shared/corpora/tasks; TASKS=people: the
 # 30 flat person extractions of bench/tasks/people.jsonl instead), with
 # SmolLM2-135M-Instruct under llama-server, started here (bench/local-model.sh: built and cached
-# on first use, ~12 min) and stopped at the end.
+# on first use, ~5 min) and stopped at the end.
 # Writes bench/results/convergence.{json,md} (convergence-people.* for TASKS=people). N (30 tasks), MAX_TOKENS (512), SYSTEMS,
 # BENCH_VARIANTS (see convergence.py), LOCAL_MODEL_THREADS (2: the model is the only work)
 # may be set. BEFORE_REV=<git revision> also measures the CLI built from that revision

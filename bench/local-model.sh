@@ -4,7 +4,7 @@
 # llama-server, built from the llama.cpp source vendored in the llama-cpp-python sdist (PyPI)
 # with cmake and ninja from PyPI. See ../shared/LOCAL-MODEL.md.
 #
-#   bench/local-model.sh build    build and cache the server and the weights (once, ~12 min on 2 cores)
+#   bench/local-model.sh build    build and cache the server and the weights (once, ~5 min on 2 cores)
 #   bench/local-model.sh start    build if needed, start on a free 127.0.0.1 port, wait for /health,
 #                                 print the base URL (…/v1) and the PID
 #   bench/local-model.sh stop     stop the server started by `start` (by its PID)
@@ -73,7 +73,7 @@ build_server() {
       -d "$src" "llama-cpp-python==$LLAMA_CPP_PYTHON" >&2
     tar xzf "$src/llama_cpp_python-$LLAMA_CPP_PYTHON.tar.gz" -C "$src"
   fi
-  say "building llama-server (Release, static, portable AVX2/FMA/F16C; ~12 min on 2 cores)"
+  say "building llama-server (Release, static, portable AVX2/FMA/F16C; ~5 min on 2 cores)"
   # The UI stays out (the prebuilt one would be downloaded), so does OpenSSL (the server only
   # listens on loopback); GGML_NATIVE=OFF gives a binary that can be cached and moved.
   "$CACHE/venv/bin/cmake" -S "$src/llama_cpp_python-$LLAMA_CPP_PYTHON/vendor/llama.cpp" -B "$build" -G Ninja \
