@@ -9,6 +9,9 @@ use std::ops::Range;
 /// after the opening fence is not part of the content; an unclosed fence runs to the end.
 pub(crate) fn blocks(text: &str, limit: usize) -> Vec<Range<usize>> {
     let b = text.as_bytes();
+    if !b.contains(&b'`') {
+        return Vec::new();
+    }
     let mut found = Vec::new();
     let mut depth = 0usize;
     let mut in_string = false;

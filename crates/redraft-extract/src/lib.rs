@@ -240,7 +240,13 @@ fn search(text: &str, checked: bool) -> Result<Extraction, NoJson> {
     starts.dedup_by_key(|s| s.0);
     for (start, end, prose_before) in starts.into_iter().take(MAX_REPAIR_STARTS) {
         let slice = text.get(..end).unwrap_or_default();
-        if let Ok(parsed) = lenient::parse(slice, start)
+        let tail = slice.get(start..).map_or(0, |s| s.trim_end().len());
+        let parsed = if known_bad.contains(&(start..start + tail)) {
+            lenient::parse_invalid(slice, start)
+        } else {
+            lenient::parse(slice, start)
+        };
+        if let Ok(parsed) = parsed
             && acceptable(&parsed, slice, start, prose_before)
         {
             let read = slice.get(start..parsed.end).map_or(0, |s| s.trim_end().len());

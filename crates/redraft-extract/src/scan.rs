@@ -25,7 +25,7 @@ pub(crate) struct Scan {
 
 /// End (exclusive) of the bracketed value starting at `start`, if its brackets balance.
 pub(crate) fn balanced(b: &[u8], start: usize) -> Option<usize> {
-    let mut stack: Vec<u8> = Vec::new();
+    let mut stack = Closers::default();
     let mut in_string = false;
     let mut escaped = false;
     for (i, &c) in b.iter().enumerate().skip(start) {
@@ -55,6 +55,34 @@ pub(crate) fn balanced(b: &[u8], start: usize) -> Option<usize> {
         }
     }
     None
+}
+
+/// The closing brackets expected, innermost last: the first 32 without allocating (this runs
+/// on every candidate span), deeper ones on the heap.
+#[derive(Default)]
+struct Closers {
+    inline: [u8; 32],
+    len: usize,
+    spill: Vec<u8>,
+}
+
+impl Closers {
+    fn push(&mut self, c: u8) {
+        match self.inline.get_mut(self.len) {
+            Some(slot) => *slot = c,
+            None => self.spill.push(c),
+        }
+        self.len += 1;
+    }
+
+    fn pop(&mut self) -> Option<u8> {
+        self.len = self.len.checked_sub(1)?;
+        if self.len >= self.inline.len() { self.spill.pop() } else { self.inline.get(self.len).copied() }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
 fn next_bracket(b: &[u8], from: usize) -> Option<usize> {
@@ -134,6 +162,16 @@ pub(crate) fn sequence(text: &str) -> Option<(Value, Range<usize>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn brackets_balance_past_the_inline_stack() {
+        for depth in [1, 31, 32, 33, 200] {
+            let text = format!("x {}{}{} y", "[".repeat(depth), "{\"a\": 1}", "]".repeat(depth));
+            assert_eq!(balanced(text.as_bytes(), 2), Some(text.len() - 2), "depth {depth}");
+            let wrong = format!("{}}}", "[".repeat(depth));
+            assert_eq!(balanced(wrong.as_bytes(), 0), None, "a mismatched closer at depth {depth}");
+        }
+    }
 
     /// `expect`: the strict value found (as JSON text) and the damaged starts.
     fn check(text: &str, expect: (Option<&str>, &[usize])) {

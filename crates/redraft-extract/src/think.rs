@@ -40,6 +40,10 @@ fn find_tag(raw: &str, from: usize, tags: &[&str]) -> Option<(usize, usize)> {
 /// A `</think>` before any `<think>` drops everything before it (templates that open the block
 /// for the model). A `<think>` that is never closed drops the rest of the text.
 pub(crate) fn strip(raw: &str) -> Visible<'_> {
+    if !raw.as_bytes().contains(&b'<') {
+        // No tag at all (most answers): the text as it is, with no piece map (identity offsets).
+        return Visible { text: Cow::Borrowed(raw), pieces: Vec::new(), had_reasoning: false, unfinished: false };
+    }
     let mut keep: Vec<(usize, usize)> = Vec::new();
     let mut pos = 0;
     let mut had_reasoning = false;

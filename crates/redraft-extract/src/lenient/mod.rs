@@ -62,10 +62,16 @@ enum Ctx {
 
 /// Parse one JSON document leniently from `src[start..]`; text after the value is ignored.
 pub(crate) fn parse(src: &str, start: usize) -> Result<Parsed, Fail> {
-    let b = src.as_bytes();
     if let Some(parsed) = strict(src, start) {
         return Ok(parsed);
     }
+    parse_invalid(src, start)
+}
+
+/// [`parse`] for text the caller has already found not to be valid JSON (`serde_json`
+/// rejected `src[start..]`), so the strict attempt is not repeated.
+pub(crate) fn parse_invalid(src: &str, start: usize) -> Result<Parsed, Fail> {
+    let b = src.as_bytes();
     let s = skip_trivia(b, start, b.len());
     if escaped_document(b, s) {
         let inner = unescape(src.get(s..).unwrap_or_default());
