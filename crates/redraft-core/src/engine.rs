@@ -277,26 +277,28 @@ impl Engine {
             example,
         })?;
         // Render the feedback and fresh templates once now so that an override naming an
-        // unknown variable fails before anything is sent.
-        let probe = PriorAttempt::new(1, "{}", 10, vec![Issue::new("/x", "type", "probe")], Some(1));
-        prompts.shaped_feedback(&ShapedFeedback {
-            feedback: &Feedback {
+        // unknown variable fails before anything is sent (the built-in ones are tested).
+        if !prompts.builtin() {
+            let probe = PriorAttempt::new(1, "{}", 10, vec![Issue::new("/x", "type", "probe")], Some(1));
+            prompts.shaped_feedback(&ShapedFeedback {
+                feedback: &Feedback {
+                    attempt: 2,
+                    max_attempts: 3,
+                    previous: 1,
+                    structured,
+                    prior: &probe,
+                    schema: schema_again.clone(),
+                },
+                example: example_again.clone(),
+            })?;
+            prompts.fresh(&FreshPrompt {
+                first: &first_prompt,
                 attempt: 2,
                 max_attempts: 3,
-                previous: 1,
                 structured,
-                prior: &probe,
-                schema: schema_again.clone(),
-            },
-            example: example_again.clone(),
-        })?;
-        prompts.fresh(&FreshPrompt {
-            first: &first_prompt,
-            attempt: 2,
-            max_attempts: 3,
-            structured,
-            prior: std::slice::from_ref(&probe),
-        })?;
+                prior: std::slice::from_ref(&probe),
+            })?;
+        }
         let threshold = plan.policy.threshold(plan.scoring);
         let plan_temperature = plan.temperature;
         Ok(Self {
