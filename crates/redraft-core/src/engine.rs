@@ -17,8 +17,8 @@ use crate::issue::{Issue, Score, Verdict, codes};
 use crate::policy::{Ceilings, HaltReason, PlanError, Policy};
 use crate::price::{Price, estimate_tokens};
 use crate::prompt::{
-    Feedback, FirstPrompt, FreshPrompt, PriorAttempt, PromptStyle, Prompts, ShapedFeedback, Strategy, Templates,
-    placeholder_paths, pretty, skeleton_text,
+    Feedback, FirstPrompt, FreshPrompt, PriorAttempt, PromptStyle, Prompts, Strategy, Templates, placeholder_paths,
+    pretty, skeleton_text,
 };
 use crate::record::{AttemptRecord, AttemptStatus, Metrics, RunErrorReport, RunResult, RunStatus, Validation};
 
@@ -280,15 +280,13 @@ impl Engine {
         // unknown variable fails before anything is sent (the built-in ones are tested).
         if !prompts.builtin() {
             let probe = PriorAttempt::new(1, "{}", 10, vec![Issue::new("/x", "type", "probe")], Some(1));
-            prompts.shaped_feedback(&ShapedFeedback {
-                feedback: &Feedback {
-                    attempt: 2,
-                    max_attempts: 3,
-                    previous: 1,
-                    structured,
-                    prior: &probe,
-                    schema: schema_again.clone(),
-                },
+            prompts.feedback(&Feedback {
+                attempt: 2,
+                max_attempts: 3,
+                previous: 1,
+                structured,
+                prior: &probe,
+                schema: schema_again.clone(),
                 example: example_again.clone(),
             })?;
             prompts.fresh(&FreshPrompt {
@@ -715,10 +713,9 @@ impl Engine {
                     structured,
                     prior: &prior,
                     schema: self.schema_again.take(),
+                    example: self.example_again.take(),
                 };
-                let shaped = ShapedFeedback { feedback: &ctx, example: self.example_again.take() };
-                let text =
-                    self.prompts.shaped_feedback(&shaped).unwrap_or_else(|e| fallback_feedback(&ctx, &e.to_string()));
+                let text = self.prompts.feedback(&ctx).unwrap_or_else(|e| fallback_feedback(&ctx, &e.to_string()));
                 self.conversation.push(Message::assistant(record.raw.clone()));
                 self.conversation.push(Message::user(text));
             }

@@ -107,7 +107,7 @@ The answer must match this JSON Schema:
 {{ schema }}
 ```
 {% endif %}
-{% if example is defined and example %}
+{% if example %}
 
 The answer must have this shape (replace every placeholder with a real value):
 ```json
@@ -226,16 +226,10 @@ pub struct Feedback<'a> {
     pub structured: bool,
     #[serde(flatten)]
     pub prior: &'a PriorAttempt,
+    /// The JSON Schema, when the proposer has not seen it yet.
     pub schema: Option<String>,
-}
-
-/// A feedback message with the example shape shown again (the engine's view of [`Feedback`]:
-/// templates also see `example`).
-#[derive(Debug, Clone, Serialize)]
-pub struct ShapedFeedback<'a> {
-    #[serde(flatten)]
-    pub feedback: &'a Feedback<'a>,
-    /// The example instance, shown when the first prompt showed the example and not the schema.
+    /// The example instance, shown again once when the prompt showed the example and not the
+    /// schema.
     pub example: Option<String>,
 }
 
@@ -298,11 +292,6 @@ impl Prompts {
 
     /// A feedback user message.
     pub fn feedback(&self, ctx: &Feedback<'_>) -> Result<String, PlanError> {
-        self.render("feedback", ctx)
-    }
-
-    /// A feedback message that may show the example shape again.
-    pub fn shaped_feedback(&self, ctx: &ShapedFeedback<'_>) -> Result<String, PlanError> {
         self.render("feedback", ctx)
     }
 

@@ -300,6 +300,7 @@ impl Count {
             structured: true,
             prior: &prior,
             schema: None,
+            example: None,
         };
         match Prompts::new(&templates).and_then(|p| p.feedback(&ctx)) {
             Ok(text) => text,
