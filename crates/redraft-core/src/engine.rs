@@ -236,6 +236,7 @@ impl Engine {
     /// Check the plan and prepare the first prompt.
     pub fn new(plan: Plan) -> Result<Self, PlanError> {
         plan.policy.validate(&plan.ceilings)?;
+        crate::policy::check_sampling(plan.temperature, plan.max_tokens)?;
         if plan.policy.max_budget_usd.is_some() {
             for index in 0..=plan.fallbacks.len() {
                 if let (model, None) = plan.proposer(index) {

@@ -2,6 +2,8 @@
 //! 200 passes (the body is the report), 422 rejects with the issues in the body — either
 //! `{"issues": [...]}` or a gateway-style `{"error": "...", ...}` — and anything else (another
 //! status, a timeout, a refused connection) means the validator broke: `evaluator_error`.
+//! Redirects are never followed: a validator that answers 3xx is reported as broken, naming
+//! where it pointed, so an allowed URL can never lead somewhere that is not allowed.
 
 use std::time::Duration;
 
@@ -21,13 +23,16 @@ pub struct HttpEvaluator {
 
 impl HttpEvaluator {
     /// POST to `url`; `kind` is sent along when the run has one. Requests time out after
-    /// `timeout`.
+    /// `timeout`; redirects are not followed.
     pub fn new(url: impl Into<String>, kind: Option<String>, timeout: Duration) -> Result<Self, EvaluatorError> {
         let url = url.into();
-        let client = reqwest::Client::builder().timeout(timeout).build().map_err(|e| EvaluatorError::Failed {
-            evaluator: format!("http:{url}"),
-            message: format!("cannot build an HTTP client: {e}"),
-        })?;
+        let client =
+            reqwest::Client::builder().timeout(timeout).redirect(reqwest::redirect::Policy::none()).build().map_err(
+                |e| EvaluatorError::Failed {
+                    evaluator: format!("http:{url}"),
+                    message: format!("cannot build an HTTP client: {e}"),
+                },
+            )?;
         Ok(Self { url, kind, client })
     }
 
@@ -100,6 +105,14 @@ impl Evaluator for HttpEvaluator {
             self.failed(if e.is_timeout() { "timed out".to_owned() } else { format!("cannot reach it: {e}") })
         })?;
         let status = response.status().as_u16();
+        if response.status().is_redirection() {
+            let to =
+                response.headers().get(reqwest::header::LOCATION).and_then(|v| v.to_str().ok()).unwrap_or("nowhere");
+            let (to, _) = redraft_core::prompt::truncate_chars(to, 300);
+            return Err(self.failed(format!(
+                "answered HTTP {status}, a redirect to `{to}`; redirects are not followed (point the evaluator at the final URL)"
+            )));
+        }
         let text = response.text().await.map_err(|e| self.failed(format!("cannot read its answer: {e}")))?;
         let wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         match status {
@@ -175,6 +188,25 @@ mod tests {
         assert!(err.contains("HTTP 500") && err.contains("boom"), "{err}");
         let err = judge(200, "{}", 2000).await.unwrap_err().to_string();
         assert!(err.contains("timed out"), "{err}");
+        // A redirect is a broken validator, never followed (even to a URL that would pass).
+        let server = wiremock::MockServer::start().await;
+        wiremock::Mock::given(wiremock::matchers::path("/check"))
+            .respond_with(wiremock::ResponseTemplate::new(307).insert_header("location", "/elsewhere"))
+            .mount(&server)
+            .await;
+        wiremock::Mock::given(wiremock::matchers::path("/elsewhere"))
+            .respond_with(wiremock::ResponseTemplate::new(200))
+            .expect(0)
+            .mount(&server)
+            .await;
+        let ev = HttpEvaluator::new(format!("{}/check", server.uri()), None, Duration::from_millis(500)).unwrap();
+        let err = ev
+            .evaluate(EvalInput { artifact: &json!(1), context: &Value::Null, iteration: 1 })
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("HTTP 307") && err.contains("`/elsewhere`") && err.contains("not followed"), "{err}");
+        server.verify().await;
         // nothing listens there
         let ev = HttpEvaluator::new("http://127.0.0.1:9/nothing", None, Duration::from_millis(500)).unwrap();
         let err = ev

@@ -18,9 +18,10 @@
 //!
 //! An MCP host starts `redraft mcp` and speaks JSON-RPC on its stdin/stdout, e.g.
 //! `{"command": "redraft", "args": ["mcp", "--kinds", "examples/staffing/kinds"]}`. The server
-//! reads the same `redraft.toml` as the CLI (`--config`); `exec:` evaluators run only when the
-//! command is in `[server] exec_allow`, requests are capped by `[server.ceilings]`, and agent
-//! proposers are refused. `iterate` runs are recorded in the store unless `--no-store`.
+//! reads the same `redraft.toml` as the CLI (`--config`) and applies the same guard as the HTTP
+//! face ([`redraft::guard`]): `exec:` commands must match `[server] exec_allow` word for word,
+//! `http:` URLs `http_allow`, schema files stay in the working directory, `mock/PATH` models and
+//! agent commands are refused, and requests are capped by `[server.ceilings]`. `iterate` runs are recorded in the store unless `--no-store`.
 
 mod args;
 mod reply;

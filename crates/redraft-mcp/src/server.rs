@@ -9,7 +9,8 @@ use redraft::core::decide::{DecideSettings, Decision, IterationCheck, PriorCheck
 use redraft::core::prompt::skeleton;
 use redraft::core::{Ceilings, Directive, Store};
 use redraft::eval::kind::{KindError, KindEvaluator, Kinds};
-use redraft::evaluators::{self, EvaluatorSetup, Face};
+use redraft::evaluators::{self, EvaluatorSetup};
+use redraft::guard::{Face, Guard};
 use redraft::recorder::{self, Start};
 use redraft::{AttemptRecord, ConfigError, RunObserver, SpecSetup};
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -36,19 +37,21 @@ pub struct McpSetup {
     pub workdir: PathBuf,
     /// Where `iterate` records its runs; `None` records nothing.
     pub store: Option<Arc<dyn Store>>,
-    /// The `exec:` commands a request may name (exactly, or by a prefix ending in `*`).
-    pub exec_allow: Vec<String>,
+    /// What requests may ask for: the `[server]` allow-lists (`exec_allow`, `http_allow`,
+    /// `command_providers`), applied over MCP exactly as over HTTP.
+    pub guard: Arc<Guard>,
     /// Upper bounds on what a request may ask for (by default `max_iterations` ≤ 20).
     pub ceilings: Ceilings,
 }
 
 impl McpSetup {
-    /// A setup with `config`, in `workdir`, recording nothing; the `exec:` allow-list and the
-    /// ceilings are the network faces' (`[server] exec_allow`, `[server.ceilings]`).
-    pub fn new(config: Config, workdir: PathBuf) -> Self {
-        let exec_allow = config.server.exec_allow.clone();
+    /// A setup with `config`, in `workdir`, recording nothing; the guard and the ceilings are
+    /// the network faces' (`[server]` allow-lists, `[server.ceilings]`). A malformed allow-list
+    /// entry is an error naming it.
+    pub fn new(config: Config, workdir: PathBuf) -> Result<Self, ConfigError> {
+        let guard = Arc::new(Guard::network(Face::Mcp, &config.server)?);
         let ceilings = config.server.ceilings.clone();
-        Self { config, workdir, store: None, exec_allow, ceilings }
+        Ok(Self { config, workdir, store: None, guard, ceilings })
     }
 }
 
@@ -70,13 +73,6 @@ impl Shared {
         Ok(kinds)
     }
 
-    fn face(&self) -> Face {
-        Face::Network {
-            exec_allow: self.setup.exec_allow.clone(),
-            http_allow: self.setup.config.server.http_allow.clone(),
-        }
-    }
-
     /// The target of `validate` (`judged: false`: schema and rules only) or `submit`
     /// (`judged: true`: the kind's evaluators as a run would build them, LLM check included
     /// when a judge model is configured).
@@ -95,7 +91,7 @@ impl Shared {
                         sandbox: None,
                         timeout: self.setup.config.policy.attempt_timeout,
                         artifact_ext: None,
-                        face: self.face(),
+                        guard: self.setup.guard.clone(),
                         kinds: Some(kinds.clone()),
                     };
                     evaluators::build(&[Directive::Kind(name.to_owned())], &setup).map_err(describe)?.evaluators
@@ -224,10 +220,9 @@ impl RedraftMcp {
         let spec_setup = SpecSetup {
             config: &setup.config,
             workdir: setup.workdir.clone(),
-            face: self.shared.face(),
+            guard: setup.guard.clone(),
             ceilings: setup.ceilings.clone(),
             kinds: self.shared.kinds().ok(),
-            allow_agents: false,
         };
         let mut how = Start { cancel: context.ct.clone(), ..Start::default() };
         if let Some(token) = context.meta.get_progress_token() {

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::body::JsonBody;
 use crate::error::ApiError;
 use crate::openapi::ErrorBody;
-use crate::state::{AppState, guard_model};
+use crate::state::AppState;
 
 /// A chat request: a prompt or messages, for `provider/model` (or `model` of `provider`).
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -77,8 +77,8 @@ pub async fn chat(
     }
     let spec = RunSpec { provider: body.provider, model: body.model, ..RunSpec::default() };
     let name = spec.model_name(config)?;
-    guard_model(config, &name)?;
-    let model = config.model(&name)?;
+    redraft::core::policy::check_sampling(body.temperature, body.max_tokens).map_err(redraft::ConfigError::from)?;
+    let model = state.guard().model(config, &name)?;
     let request =
         ChatRequest { temperature: body.temperature, max_tokens: body.max_tokens, ..ChatRequest::new(messages) };
     let response = model.provider.complete(&request).await?;

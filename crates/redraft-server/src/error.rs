@@ -175,8 +175,7 @@ impl From<ConfigError> for ApiError {
     fn from(e: ConfigError) -> Self {
         let message = e.to_string();
         match e {
-            ConfigError::ExecNotAllowed { .. } => Self::new(StatusCode::FORBIDDEN, "exec_not_allowed", message),
-            ConfigError::NotAllowedHere { .. } => Self::new(StatusCode::FORBIDDEN, "not_allowed", message),
+            ConfigError::NotAllowed { refused, .. } => Self::new(StatusCode::FORBIDDEN, refused.code(), message),
             ConfigError::Plan(PlanError::Invalid { .. }) => Self::bad_request("invalid_field", message),
             ConfigError::Plan(_) => Self::bad_request("invalid_plan", message),
             ConfigError::NoModel | ConfigError::BareModel { .. } | ConfigError::UnknownProvider { .. } => {
@@ -222,7 +221,17 @@ mod tests {
     #[test]
     fn config_errors_map_to_statuses() {
         let status = |e: ConfigError| ApiError::from(e).status.as_u16();
-        assert_eq!(status(ConfigError::ExecNotAllowed { command: "rm".into() }), 403);
+        let refused = |refused| ConfigError::NotAllowed {
+            face: redraft::Face::Http,
+            refused,
+            what: "x".into(),
+            hint: "y".into(),
+        };
+        assert_eq!(status(refused(redraft::guard::Refused::Command)), 403);
+        assert_eq!(
+            ApiError::from(refused(redraft::guard::Refused::Model)).body()["error"]["code"],
+            "model_not_allowed"
+        );
         assert_eq!(status(ConfigError::NoModel), 400);
         assert_eq!(status(ConfigError::Store(StoreError::NotFound { run_id: "x".into() })), 404);
         assert_eq!(status(ConfigError::Store(StoreError::Query { action: "a".into(), message: "m".into() })), 500);

@@ -16,7 +16,9 @@ pub struct ErrorDetail {
     /// For people: what is wrong and how to fix it.
     pub message: String,
     /// For programs: `malformed_request`, `invalid_request`, `invalid_field`, `exec_not_allowed`,
-    /// `unknown_run`, `unknown_kind`, `body_too_large`, `busy`, `unauthorized`, …
+    /// `http_not_allowed`, `path_not_allowed`, `model_not_allowed`, `agent_not_allowed`,
+    /// `sandbox_not_allowed`, `unknown_run`, `unknown_kind`, `body_too_large`, `busy`,
+    /// `unauthorized`, …
     pub code: String,
     /// OpenAI-compatible endpoints only: OpenAI's error type.
     #[schema(rename = "type")]

@@ -31,7 +31,7 @@ use crate::body::{parse, read_error};
 use crate::error::{ApiError, Flavor};
 use crate::openapi::ErrorBody;
 use crate::runs::{failure_message, run_and_wait};
-use crate::state::{AppState, guard_model};
+use crate::state::AppState;
 
 /// Characters per streamed content chunk.
 const CHUNK_CHARS: usize = 48;
@@ -147,7 +147,6 @@ async fn complete(state: &AppState, body: Result<Bytes, BytesRejection>) -> Resu
     let messages = messages(&req.messages)?;
     let config = state.config();
     let model = config.model_name(Some(&req.model))?;
-    guard_model(config, &model)?;
     let max_tokens = req.max_tokens.or(req.max_completion_tokens);
     let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
     let answer = match req.response_format {
@@ -256,7 +255,8 @@ async fn pass_through(
     temperature: Option<f32>,
     max_tokens: Option<u32>,
 ) -> Result<Answer, ApiError> {
-    let provider = state.config().model(model)?.provider;
+    redraft::core::policy::check_sampling(temperature, max_tokens).map_err(redraft::ConfigError::from)?;
+    let provider = state.guard().model(state.config(), model)?.provider;
     let request = ChatRequest { temperature, max_tokens, ..ChatRequest::new(messages) };
     let response = provider.complete(&request).await?;
     let (prompt_tokens, completion_tokens) = match response.usage {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use redraft::config::Config;
 use redraft::core::{RunObserver, RunResult, Store};
 use redraft::eval::kind::Kinds;
-use redraft::evaluators::Face;
+use redraft::guard::{Face, Guard};
 use redraft::recorder::{self, Start};
 use redraft::{ConfigError, RunSpec, SpecSetup};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -33,6 +33,8 @@ struct Inner {
     store: Arc<dyn Store>,
     kinds: Option<Arc<Kinds>>,
     workdir: PathBuf,
+    /// What requests may ask for: the `[server]` allow-lists, parsed once at start.
+    guard: Arc<Guard>,
     tokens: Vec<String>,
     slots: Arc<Semaphore>,
     live: Mutex<HashMap<String, Arc<LiveRun>>>,
@@ -54,15 +56,28 @@ impl AppState {
     /// The state of a server with `config`, recording runs in `store`, accepting `tokens`
     /// (none: no authentication). The kinds are loaded from `kinds_dir` when it exists.
     pub fn new(config: Config, store: Arc<dyn Store>, tokens: Vec<String>) -> Result<Self, ConfigError> {
-        let kinds = if config.kinds_dir.is_dir() { Some(Arc::new(Kinds::load(&config.kinds_dir)?)) } else { None };
         let workdir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        Self::in_dir(config, store, tokens, workdir)
+    }
+
+    /// Like [`AppState::new`], with `workdir` as the working directory of `exec:` commands and
+    /// the root of `schema:` paths (by default, the current directory).
+    pub fn in_dir(
+        config: Config,
+        store: Arc<dyn Store>,
+        tokens: Vec<String>,
+        workdir: PathBuf,
+    ) -> Result<Self, ConfigError> {
+        let kinds = if config.kinds_dir.is_dir() { Some(Arc::new(Kinds::load(&config.kinds_dir)?)) } else { None };
         let slots = Arc::new(Semaphore::new(config.server.max_concurrent_runs.max(1)));
+        let guard = Arc::new(Guard::network(Face::Http, &config.server)?);
         Ok(Self {
             inner: Arc::new(Inner {
                 config: Arc::new(config),
                 store,
                 kinds,
                 workdir,
+                guard,
                 tokens: tokens.into_iter().map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()).collect(),
                 slots,
                 live: Mutex::new(HashMap::new()),
@@ -103,19 +118,21 @@ impl AppState {
         &self.inner.tracker
     }
 
-    /// How runs of this face are set up: the exec allow-list, the server's ceilings, no agents.
+    /// What requests may ask for.
+    pub fn guard(&self) -> &Guard {
+        &self.inner.guard
+    }
+
+    /// How runs of this face are set up: the guard (allow-lists, no agents), the server's
+    /// ceilings.
     pub fn setup(&self) -> SpecSetup<'_> {
         let config = self.config();
         SpecSetup {
             config,
             workdir: self.inner.workdir.clone(),
-            face: Face::Network {
-                exec_allow: config.server.exec_allow.clone(),
-                http_allow: config.server.http_allow.clone(),
-            },
+            guard: self.inner.guard.clone(),
             ceilings: config.server.ceilings.clone(),
             kinds: self.inner.kinds.clone(),
-            allow_agents: false,
         }
     }
 
@@ -147,8 +164,6 @@ impl AppState {
 
     /// Check a spec as a run would, without running anything: 400/403/404 when it cannot run.
     pub fn check(&self, spec: &RunSpec) -> Result<(), ApiError> {
-        let model = spec.model_name(self.config())?;
-        guard_model(self.config(), &model)?;
         spec.prepare(&self.setup())?.0.build()?;
         Ok(())
     }
@@ -206,29 +221,5 @@ impl AppState {
             });
         }
         Ok(ids.len())
-    }
-}
-
-/// Over the network a model name may not read files the request names: `mock/PATH` replays a
-/// script file, so only a configured `[providers.NAME] type = "mock"` with a `script` is
-/// allowed.
-pub fn guard_model(config: &Config, model: &str) -> Result<(), ApiError> {
-    use redraft::config::ProviderType;
-    let prefix = model.split_once('/').map_or(model, |(p, _)| p);
-    let allowed = match config.providers.get(prefix) {
-        Some(p) if p.kind == ProviderType::Mock => p.script.is_some(),
-        Some(_) => true,
-        None => prefix != "mock",
-    };
-    if allowed {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            axum::http::StatusCode::FORBIDDEN,
-            "model_not_allowed",
-            format!(
-                "`{model}` would read a script file named by the request, which is not allowed over the network\nhint: configure `[providers.NAME]` with `type = \"mock\"` and a `script`, and name `NAME/…`"
-            ),
-        ))
     }
 }

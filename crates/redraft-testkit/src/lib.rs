@@ -3,6 +3,7 @@
 //! script gets HTTP 500 "unexpected call", which fails the run under test visibly.
 
 pub mod anthropic;
+pub mod hostile;
 pub mod ollama;
 mod scripted;
 

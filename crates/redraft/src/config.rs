@@ -78,11 +78,16 @@ pub struct ServerConfig {
     pub grace_period: Duration,
     /// Resume, on start, the runs a crash left `running`. By default, true.
     pub resume_unfinished: bool,
-    /// `exec:` commands a request may name: exact, or a prefix ending in `*`. By default, none.
+    /// `exec:` commands a request may name, compared word by word (`*` is one plain argument,
+    /// a final `**` any number; shell syntax only in an entry identical to the request). By
+    /// default, none.
     pub exec_allow: Vec<String>,
-    /// `http:` validator URLs a request may name: exact, or a prefix ending in `*`. By default,
-    /// none.
+    /// `http:` validator URLs a request may name, normalised: exact, or a directory followed by
+    /// `/*`. By default, none.
     pub http_allow: Vec<String>,
+    /// Command providers (`[providers.NAME]` with `type = "command"`) requests may use as their
+    /// model. By default, none.
+    pub command_providers: Vec<String>,
     /// Upper bounds on what a request may ask (`[server.ceilings]`).
     pub ceilings: Ceilings,
 }
@@ -98,6 +103,7 @@ impl Default for ServerConfig {
             resume_unfinished: true,
             exec_allow: Vec::new(),
             http_allow: Vec::new(),
+            command_providers: Vec::new(),
             ceilings: Ceilings::default(),
         }
     }

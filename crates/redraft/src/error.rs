@@ -30,12 +30,9 @@ pub enum ConfigError {
         "`{directive}` is not an evaluator directive\nhint: write it as `schema:PATH`, `kind:NAME`, `exec:CMD`, `http:URL`, `score:CRITERION` or `llm:NAME`"
     )]
     BadDirective { directive: String },
-    #[error(
-        "`exec:{command}` is not allowed here\nhint: add the command (or a prefix ending in `*`) to `exec_allow` in the server's config"
-    )]
-    ExecNotAllowed { command: String },
-    #[error("{what} is not allowed here\nhint: {hint}")]
-    NotAllowedHere { what: String, hint: String },
+    /// A request from the network asked for something its face does not allow.
+    #[error("{what} is not allowed {}\nhint: {hint}", face.over())]
+    NotAllowed { face: crate::guard::Face, refused: crate::guard::Refused, what: String, hint: String },
     #[error(
         "`{directive}:` needs a judge model\nhint: set `judge_model = \"provider/model\"` in redraft.toml (or REDRAFT_JUDGE_MODEL)"
     )]

@@ -13,54 +13,7 @@ use redraft_sandbox::Sandbox;
 
 use crate::config::Config;
 use crate::error::ConfigError;
-
-/// Who is asking: the local user, or a request from the network, which may only run the
-/// commands and reach the URLs the server's config allows, and only read files under the
-/// working directory.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Face {
-    /// The local CLI: any command, URL and file.
-    Local,
-    /// HTTP and MCP: `exec:` commands and `http:` URLs must match an allow-list entry (exactly,
-    /// or by a prefix ending in `*`); `schema:` paths must be relative and stay inside the
-    /// working directory.
-    Network { exec_allow: Vec<String>, http_allow: Vec<String> },
-}
-
-fn allowed(list: &[String], asked: &str) -> bool {
-    list.iter().any(|a| match a.strip_suffix('*') {
-        Some(prefix) => asked.starts_with(prefix),
-        None => asked == a,
-    })
-}
-
-impl Face {
-    fn allows_exec(&self, command: &str) -> bool {
-        match self {
-            Face::Local => true,
-            Face::Network { exec_allow, .. } => allowed(exec_allow, command),
-        }
-    }
-
-    fn allows_http(&self, url: &str) -> bool {
-        match self {
-            Face::Local => true,
-            Face::Network { http_allow, .. } => allowed(http_allow, url),
-        }
-    }
-
-    fn allows_file(&self, path: &std::path::Path) -> bool {
-        match self {
-            Face::Local => true,
-            Face::Network { .. } => {
-                path.is_relative()
-                    && path
-                        .components()
-                        .all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir))
-            }
-        }
-    }
-}
+use crate::guard::Guard;
 
 /// What building evaluators needs to know.
 #[derive(Debug, Clone)]
@@ -73,7 +26,8 @@ pub struct EvaluatorSetup<'a> {
     pub timeout: Duration,
     /// The artifact file's extension for `exec:` (by default `json`, or `txt` for text).
     pub artifact_ext: Option<String>,
-    pub face: Face,
+    /// What the face asking may do.
+    pub guard: Arc<Guard>,
     /// Kinds loaded at start-up (servers); by default they are loaded from the config's
     /// `kinds_dir` when a directive names a kind.
     pub kinds: Option<Arc<Kinds>>,
@@ -88,7 +42,8 @@ pub struct Built {
 }
 
 /// Build the evaluators `directives` name, checking everything that can be checked before a
-/// model is called (files, schemas, kinds, the judge model, the exec allow-list).
+/// model is called (files, schemas, kinds, the judge model) and applying the guard (the
+/// allow-lists and the schema path rule of network faces).
 pub fn build(directives: &[Directive], setup: &EvaluatorSetup<'_>) -> Result<Built, ConfigError> {
     let mut out: Vec<Arc<dyn Evaluator>> = Vec::new();
     let mut kinds = setup.kinds.clone();
@@ -106,26 +61,12 @@ pub fn build(directives: &[Directive], setup: &EvaluatorSetup<'_>) -> Result<Bui
     for directive in directives {
         match directive {
             Directive::Schema(path) => {
-                let path = std::path::Path::new(path);
-                if !setup.face.allows_file(path) {
-                    return Err(ConfigError::NotAllowedHere {
-                        what: format!("`schema:{}`", path.display()),
-                        hint: "over the network a schema file must be a relative path inside the server's working directory; or send the schema inline".into(),
-                    });
-                }
-                // Locally a path means what it says (relative to the current directory); a
-                // network face resolves it under its working directory.
-                let path = match setup.face {
-                    Face::Local => path.to_owned(),
-                    Face::Network { .. } => setup.workdir.join(path),
-                };
+                let path = setup.guard.schema_file(std::path::Path::new(path), &setup.workdir)?;
                 out.push(Arc::new(SchemaEvaluator::from_file(&path)?));
             }
             Directive::Exec(command) => {
-                if !setup.face.allows_exec(command) {
-                    return Err(ConfigError::ExecNotAllowed { command: command.clone() });
-                }
-                let mut exec = ExecEvaluator::new(command.clone(), &setup.workdir).timeout(setup.timeout);
+                let command = setup.guard.command(command)?;
+                let mut exec = ExecEvaluator::new(command, &setup.workdir).timeout(setup.timeout);
                 if let Some(ext) = &setup.artifact_ext {
                     exec = exec.extension(ext.clone());
                 }
@@ -135,19 +76,8 @@ pub fn build(directives: &[Directive], setup: &EvaluatorSetup<'_>) -> Result<Bui
                 out.push(Arc::new(exec));
             }
             Directive::Http(url) => {
-                if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(ConfigError::Invalid {
-                        key: "evaluator".into(),
-                        message: format!("`http:{url}` needs a full URL, e.g. `http:http://127.0.0.1:8000/validate`"),
-                    });
-                }
-                if !setup.face.allows_http(url) {
-                    return Err(ConfigError::NotAllowedHere {
-                        what: format!("`http:{url}`"),
-                        hint: "add the URL (or a prefix ending in `*`) to `http_allow` in the server's config".into(),
-                    });
-                }
-                let http = HttpEvaluator::new(url.clone(), None, setup.timeout)
+                let url = setup.guard.url(url)?;
+                let http = HttpEvaluator::new(url.as_str(), None, setup.timeout)
                     .map_err(|e| ConfigError::Invalid { key: "evaluator".into(), message: e.to_string() })?;
                 out.push(Arc::new(http));
             }
@@ -179,27 +109,4 @@ fn judge(config: &Config, name: &str, rubric: &str) -> Result<Arc<dyn Evaluator>
         config.judge_model.as_deref().ok_or_else(|| ConfigError::NoJudgeModel { directive: name.to_owned() })?;
     let model = config.model(&config.model_name(Some(model_name))?)?;
     Ok(Arc::new(JudgeEvaluator::new(name, rubric, model.provider, model.price)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn network_faces_are_held_to_their_allow_lists() {
-        let p = Face::Network {
-            exec_allow: vec!["pytest -q".into(), "cargo test*".into()],
-            http_allow: vec!["http://validator.internal/*".into()],
-        };
-        assert!(p.allows_exec("pytest -q"));
-        assert!(!p.allows_exec("pytest -q; rm -rf /"));
-        assert!(p.allows_exec("cargo test --workspace"));
-        assert!(!p.allows_exec("sh -c 'cargo test'"));
-        assert!(p.allows_http("http://validator.internal/check"));
-        assert!(!p.allows_http("http://169.254.169.254/latest/meta-data"));
-        assert!(p.allows_file(std::path::Path::new("schemas/person.json")));
-        assert!(!p.allows_file(std::path::Path::new("/etc/passwd")));
-        assert!(!p.allows_file(std::path::Path::new("../secrets.json")));
-        assert!(Face::Local.allows_exec("anything") && Face::Local.allows_file(std::path::Path::new("/etc/x")));
-    }
 }

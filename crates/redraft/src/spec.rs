@@ -16,7 +16,8 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::error::ConfigError;
-use crate::evaluators::{self, EvaluatorSetup, Face};
+use crate::evaluators::{self, EvaluatorSetup};
+use crate::guard::Guard;
 use crate::model::Model;
 use crate::runner::{Runner, RunnerBuilder};
 
@@ -118,18 +119,18 @@ pub struct SpecSetup<'a> {
     pub config: &'a Config,
     /// Where commands run and relative paths resolve.
     pub workdir: PathBuf,
-    pub face: Face,
+    /// What the face asking may do: everything locally; over HTTP and MCP what the server's
+    /// allow-lists admit, and no agent commands.
+    pub guard: Arc<Guard>,
     /// Upper bounds on what a request may ask for.
     pub ceilings: Ceilings,
     pub kinds: Option<Arc<Kinds>>,
-    /// Whether agent commands may be given (the local CLI, not network faces).
-    pub allow_agents: bool,
 }
 
 impl<'a> SpecSetup<'a> {
     /// The local CLI: anything goes, in the current directory.
     pub fn local(config: &'a Config, workdir: PathBuf) -> Self {
-        Self { config, workdir, face: Face::Local, ceilings: Ceilings::none(), kinds: None, allow_agents: true }
+        Self { config, workdir, guard: Arc::new(Guard::local()), ceilings: Ceilings::none(), kinds: None }
     }
 }
 
@@ -192,26 +193,35 @@ impl RunSpec {
         if policy.max_wall_time.is_none() {
             policy.max_wall_time = setup.ceilings.max_wall_time;
         }
+        if let Some(ext) = &self.artifact_ext {
+            let ext = ext.trim_start_matches('.');
+            if ext.is_empty()
+                || ext.len() > 16
+                || !ext.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                return Err(ConfigError::Invalid {
+                    key: "artifact_ext".into(),
+                    message: format!(
+                        "`{ext}` is not a file extension; use letters, digits, `_` or `-` (at most 16), e.g. `py`"
+                    ),
+                });
+            }
+        }
         let sandbox = match &self.sandbox {
-            None => None,
-            Some(Value::String(name)) => Some(config.sandbox(name)?),
-            Some(inline) => Some(config.sandbox(&inline.to_string())?),
+            None => setup.guard.sandbox(None, false)?,
+            Some(Value::String(name)) => setup.guard.sandbox(Some(config.sandbox(name)?), false)?,
+            Some(inline) => setup.guard.sandbox(Some(config.sandbox(&inline.to_string())?), true)?,
         };
         let model = match &self.agent {
             Some(argv) if !argv.is_empty() => {
-                if !setup.allow_agents {
-                    return Err(ConfigError::Invalid {
-                        key: "agent".into(),
-                        message: "agent commands are not accepted here; configure a `command` provider instead".into(),
-                    });
-                }
+                setup.guard.agent()?;
                 let name = format!("command/{}", argv.first().map(String::as_str).unwrap_or("agent"));
                 let agent = CommandProvider::new(name, AgentCommand::Argv(argv.clone()), &setup.workdir)
                     .timeout(policy.attempt_timeout)
                     .sandbox(sandbox.clone());
                 Model::new(agent)
             }
-            _ => config.model(&self.model_name(config)?)?,
+            _ => setup.guard.model(config, &self.model_name(config)?)?,
         };
         let is_command = model.name().starts_with("command/");
         let mut builder = Runner::builder()
@@ -241,7 +251,7 @@ impl RunSpec {
             sandbox,
             timeout: policy.attempt_timeout,
             artifact_ext: self.artifact_ext.clone(),
-            face: setup.face.clone(),
+            guard: setup.guard.clone(),
             kinds: setup.kinds.clone(),
         };
         let built = evaluators::build(&self.directives()?, &evaluator_setup)?;

@@ -15,10 +15,9 @@ pub async fn run(args: McpArgs, config_path: Option<&Path>) -> Result<Outcome> {
     if let Some(dir) = args.kinds {
         config.kinds_dir = dir;
     }
-    let store = if args.no_store { None } else { Some(redraft::store::open(&config).await?) };
     let workdir = std::env::current_dir().map_err(|e| anyhow!("cannot read the current directory: {e}"))?;
-    let mut setup = McpSetup::new(config, workdir);
-    setup.store = store;
+    let mut setup = McpSetup::new(config, workdir)?;
+    setup.store = if args.no_store { None } else { Some(redraft::store::open(&setup.config).await?) };
     tracing::info!(kinds_dir = %setup.config.kinds_dir.display(), "serving MCP on stdio");
     redraft_mcp::serve_stdio(setup).await?;
     Ok(Outcome::Success)

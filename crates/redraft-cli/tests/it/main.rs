@@ -7,6 +7,7 @@ mod decide;
 mod evaluators;
 mod exec;
 mod extract_validate;
+mod faces;
 mod help;
 mod kinds;
 mod mcp;

@@ -24,13 +24,13 @@ fn write_config(dir: &Path, base_url: &str) {
 }
 
 /// `redraft serve` started in `dir`, and the address it printed.
-struct Serving {
+pub struct Serving {
     child: Child,
-    base: String,
+    pub base: String,
     log: std::sync::mpsc::Receiver<String>,
 }
 
-fn serve(dir: &Path, extra_env: &[(&str, &str)], addr: &str) -> Serving {
+pub fn serve(dir: &Path, extra_env: &[(&str, &str)], addr: &str) -> Serving {
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("redraft"));
     cmd.current_dir(dir)
         .env_clear()
@@ -64,13 +64,13 @@ impl Serving {
         reqwest::get(format!("{}{path}", self.base)).await.unwrap().json().await.unwrap()
     }
 
-    fn signal(&self, sig: &str) {
+    pub fn signal(&self, sig: &str) {
         let status = Command::new("kill").args([sig, &self.child.id().to_string()]).status().unwrap();
         assert!(status.success());
     }
 
     /// Wait for the process to exit; its code and the rest of its stderr.
-    async fn exit(mut self) -> (Option<i32>, String) {
+    pub async fn exit(mut self) -> (Option<i32>, String) {
         let status = tokio::task::spawn_blocking(move || {
             let status = self.child.wait().unwrap();
             let rest: Vec<String> = self.log.try_iter().collect();

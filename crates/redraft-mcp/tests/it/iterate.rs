@@ -91,7 +91,7 @@ async fn bad_requests_are_tool_errors_that_say_what_to_change() {
     let err = client.error("iterate", json!({"prompt": "x", "max_iteration": 2})).await;
     assert!(err.contains("max_iteration") && err.contains("hint:"), "{err}");
     let err = client.error("iterate", json!({"prompt": "x", "evaluator": "exec:rm -rf /"})).await;
-    assert!(err.contains("`exec:rm -rf /` is not allowed here") && err.contains("exec_allow"), "{err}");
+    assert!(err.contains("`exec:rm -rf /` is not allowed over MCP") && err.contains("exec_allow"), "{err}");
     let err = client.error("iterate", json!({"prompt": "x", "max_iterations": 50})).await;
     assert!(err.contains("max_iterations") && err.contains("20"), "{err}");
     let err = client.error("iterate", json!({"prompt": "x", "max_wall_time": "soon"})).await;

@@ -5,6 +5,7 @@
 
 mod decide;
 mod example_validate;
+mod guards;
 mod iterate;
 mod submit;
 mod tools;
@@ -30,7 +31,7 @@ pub fn config(toml: &str) -> Config {
 
 /// A setup over `config` in a temporary directory.
 pub fn setup(config: Config) -> McpSetup {
-    McpSetup::new(config, std::env::temp_dir())
+    McpSetup::new(config, std::env::temp_dir()).unwrap()
 }
 
 /// One MCP session with the server.

@@ -148,7 +148,6 @@ async fn malformed_requests_are_400_naming_the_problem_and_nothing_is_run() {
         (r#"{"prompt": "x", "max_iterations": 0}"#, "`max_iterations` = `0` is invalid"),
         (r#"{"prompt": "x", "evaluator": "nope:x"}"#, "nope:x"),
         (r#"{"prompt": "x", "model": "nope/x"}"#, "unknown provider `nope`"),
-        (r#"{"prompt": "x", "agent": ["claude"]}"#, "agent commands are not accepted here"),
         (r#"{"prompt": "x", "schema": {"type": 12}}"#, "schema"),
     ];
     for (body, expected) in cases {

@@ -80,7 +80,7 @@ async fn beyond_the_run_limit_it_is_503_with_retry_after() {
 #[tokio::test]
 async fn exec_outside_the_allow_list_is_403() {
     let h = harness_with(vec![reply(r#"{"city": "Toledo"}"#)], vec![], |c| {
-        c.server.exec_allow = vec!["true".into(), "test -s*".into()];
+        c.server.exec_allow = vec!["true".into(), "test -s \"$ARTIFACT\"".into(), "test -s *".into()];
     })
     .await;
     for evaluator in ["exec:rm -rf /", "exec:true; rm -rf /", "exec:sh -c true"] {
@@ -89,20 +89,28 @@ async fn exec_outside_the_allow_list_is_403() {
         assert_eq!(a.json["error"]["code"], "exec_not_allowed");
         assert!(a.json["error"]["message"].as_str().unwrap().contains("exec_allow"), "{}", a.text);
     }
-    let a = h.call("POST", "/v1/iterate", Some(json!({"prompt": "x", "evaluator": ["exec:test -s $ARTIFACT"]}))).await;
-    assert_eq!(a.status, 200, "an allowed prefix runs: {}", a.text);
+    let a =
+        h.call("POST", "/v1/iterate", Some(json!({"prompt": "x", "evaluator": ["exec:test -s \"$ARTIFACT\""]}))).await;
+    assert_eq!(a.status, 200, "an entry written with shell syntax runs when asked for exactly: {}", a.text);
+    let a = h.call("POST", "/v1/iterate", Some(json!({"prompt": "x", "evaluator": ["exec:test -s {artifact}"]}))).await;
+    assert_eq!(a.status, 200, "a wildcard admits the artifact: {}", a.text);
 }
 
 #[tokio::test]
 async fn server_files_and_unlisted_urls_are_out_of_reach_of_requests() {
     let h = harness_with(vec![], vec![], |c| {
-        c.server.http_allow = vec!["http://127.0.0.1:9/allowed*".into()];
+        c.server.http_allow = vec!["http://127.0.0.1:9/allowed/*".into()];
     })
     .await;
-    for evaluator in ["schema:/etc/passwd", "schema:../../secrets.json", "http:http://169.254.169.254/latest/meta-data"]
-    {
+    for (evaluator, code) in [
+        ("schema:/etc/passwd", "path_not_allowed"),
+        ("schema:../../secrets.json", "path_not_allowed"),
+        ("http:http://169.254.169.254/latest/meta-data", "http_not_allowed"),
+        ("http:http://127.0.0.1:9/allowed/../admin", "http_not_allowed"),
+    ] {
         let a = h.call("POST", "/v1/iterate", Some(json!({"prompt": "x", "evaluator": evaluator}))).await;
-        assert_eq!((a.status, a.json["error"]["code"].as_str()), (403, Some("not_allowed")), "{evaluator}: {}", a.text);
+        assert_eq!((a.status, a.json["error"]["code"].as_str()), (403, Some(code)), "{evaluator}: {}", a.text);
+        assert!(a.json["error"]["message"].as_str().unwrap().contains("not allowed over HTTP"), "{}", a.text);
     }
     assert_eq!(h.model.calls().await, 0);
 }

@@ -1,0 +1,338 @@
+//! The guard: what a request may ask for, decided in the one place where a request becomes a
+//! run ([`RunSpec::prepare`](crate::RunSpec::prepare) and the evaluators it builds), so that
+//! no face can forget a rule.
+//!
+//! The local CLI is the user's own shell: everything is allowed. A request from HTTP (the JSON
+//! API and the OpenAI-compatible proxy) or MCP comes from someone else, so by default it may:
+//!
+//! - run an `exec:` command only when it matches an `exec_allow` entry word for word
+//!   ([`command`]), with a clean environment (no API keys) unless the operator names a
+//!   sandbox;
+//! - reach an `http:` validator only when its normalised URL matches `http_allow` ([`url`]);
+//! - read a `schema:` file only under the server's working directory (symbolic links resolved);
+//! - name a model that reads no file it names (`mock/PATH` is refused; a configured mock
+//!   provider with a `script` is fine) and runs no command the operator has not opened to the
+//!   network (`[server] command_providers`);
+//! - never give an agent command, nor a sandbox that passes variables through or moves the
+//!   working directory.
+
+pub mod command;
+pub mod shell;
+pub mod url;
+
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+
+use redraft_sandbox::Sandbox;
+
+pub use self::command::{CommandAllowList, CommandRefusal};
+pub use self::url::{Url, UrlAllowList, UrlRefusal};
+use crate::config::{Config, ProviderType, ServerConfig};
+use crate::error::ConfigError;
+use crate::model::Model;
+
+/// Who is asking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Face {
+    /// The local CLI: the user's own shell.
+    Cli,
+    /// The HTTP API and the OpenAI-compatible proxy.
+    Http,
+    /// The MCP server.
+    Mcp,
+}
+
+impl Face {
+    /// How messages say where a request came from: `over HTTP`, `over MCP`, `here`.
+    pub fn over(self) -> &'static str {
+        match self {
+            Face::Cli => "here",
+            Face::Http => "over HTTP",
+            Face::Mcp => "over MCP",
+        }
+    }
+}
+
+impl fmt::Display for Face {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Face::Cli => "the CLI",
+            Face::Http => "HTTP",
+            Face::Mcp => "MCP",
+        })
+    }
+}
+
+/// What a refused request asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Refused {
+    /// An `exec:` command.
+    Command,
+    /// An `http:` validator URL.
+    Url,
+    /// A `schema:` file.
+    SchemaFile,
+    /// A model (provider).
+    Model,
+    /// An agent command.
+    Agent,
+    /// A sandbox spec.
+    Sandbox,
+}
+
+impl Refused {
+    /// The short machine word for it (`exec_not_allowed`, …), as HTTP error codes use.
+    pub fn code(self) -> &'static str {
+        match self {
+            Refused::Command => "exec_not_allowed",
+            Refused::Url => "http_not_allowed",
+            Refused::SchemaFile => "path_not_allowed",
+            Refused::Model => "model_not_allowed",
+            Refused::Agent => "agent_not_allowed",
+            Refused::Sandbox => "sandbox_not_allowed",
+        }
+    }
+}
+
+/// The rules of one face.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Guard {
+    face: Face,
+    commands: CommandAllowList,
+    urls: UrlAllowList,
+    command_providers: Vec<String>,
+}
+
+impl Guard {
+    /// The local CLI: everything is allowed.
+    pub fn local() -> Self {
+        Self {
+            face: Face::Cli,
+            commands: CommandAllowList::default(),
+            urls: UrlAllowList::default(),
+            command_providers: Vec::new(),
+        }
+    }
+
+    /// A network face (`Face::Http` or `Face::Mcp`) with the allow-lists of `[server]`. A
+    /// malformed entry is an error naming it, so a server never starts with a list it cannot
+    /// apply.
+    pub fn network(face: Face, server: &ServerConfig) -> Result<Self, ConfigError> {
+        let invalid =
+            |key: &str, e: &dyn fmt::Display| ConfigError::Invalid { key: key.into(), message: e.to_string() };
+        Ok(Self {
+            face,
+            commands: CommandAllowList::parse(&server.exec_allow).map_err(|e| invalid("server.exec_allow", &e))?,
+            urls: UrlAllowList::parse(&server.http_allow).map_err(|e| invalid("server.http_allow", &e))?,
+            command_providers: server.command_providers.clone(),
+        })
+    }
+
+    /// The face this guard is for.
+    pub fn face(&self) -> Face {
+        self.face
+    }
+
+    /// Whether this is the local CLI (nothing is refused).
+    pub fn is_local(&self) -> bool {
+        self.face == Face::Cli
+    }
+
+    fn refuse(&self, refused: Refused, what: String, hint: impl Into<String>) -> ConfigError {
+        ConfigError::NotAllowed { face: self.face, refused, what, hint: hint.into() }
+    }
+
+    /// The command an `exec:` directive may run: the request itself locally; over the network,
+    /// the words of a request that matched `exec_allow`, quoted again for `sh`.
+    pub fn command(&self, requested: &str) -> Result<String, ConfigError> {
+        if self.is_local() {
+            return Ok(requested.to_owned());
+        }
+        self.commands.check(requested).map_err(|why| {
+            let what = format!("`exec:{requested}`");
+            match why {
+                CommandRefusal::Empty => ConfigError::Invalid {
+                    key: "evaluator".into(),
+                    message: "`exec:` needs a command, e.g. `exec:pytest -q`".into(),
+                },
+                CommandRefusal::Syntax(syntax) => self.refuse(
+                    Refused::Command,
+                    what,
+                    format!(
+                        "it contains {syntax}; shell syntax runs only when an `exec_allow` entry in the server's config is exactly this command"
+                    ),
+                ),
+                CommandRefusal::NoMatch if self.commands.is_empty() => self.refuse(
+                    Refused::Command,
+                    what,
+                    "no command may run: the server's `exec_allow` is empty; add the command (e.g. `pytest -q *`) to `[server] exec_allow`",
+                ),
+                CommandRefusal::NoMatch => self.refuse(
+                    Refused::Command,
+                    what,
+                    "no `exec_allow` entry matches it word for word; add one to `[server] exec_allow` (`*` admits one plain argument, a final `**` any number)",
+                ),
+            }
+        })
+    }
+
+    /// The normalised URL an `http:` directive may reach.
+    pub fn url(&self, requested: &str) -> Result<Url, ConfigError> {
+        let checked = if self.is_local() { url::normalise(requested) } else { self.urls.check(requested) };
+        checked.map_err(|why| match why {
+            UrlRefusal::Invalid(_) => ConfigError::Invalid {
+                key: "evaluator".into(),
+                message: format!(
+                    "`http:{requested}` {why}\nhint: write a full URL, e.g. `http:http://127.0.0.1:8000/validate`"
+                ),
+            },
+            UrlRefusal::NoMatch => self.refuse(
+                Refused::Url,
+                format!("`http:{requested}`"),
+                "add the URL (or its directory followed by `/*`) to `[server] http_allow`",
+            ),
+            other => self.refuse(Refused::Url, format!("`http:{requested}`"), format!("the URL {other}")),
+        })
+    }
+
+    /// The schema file a `schema:PATH` directive reads: the path as given locally; over the
+    /// network, a relative path resolved (symbolic links included) under `workdir`.
+    pub fn schema_file(&self, path: &Path, workdir: &Path) -> Result<PathBuf, ConfigError> {
+        if self.is_local() {
+            return Ok(path.to_owned());
+        }
+        let refuse = || {
+            self.refuse(
+                Refused::SchemaFile,
+                format!("`schema:{}`", path.display()),
+                "a schema file must be a relative path inside the server's working directory; or send the schema inline",
+            )
+        };
+        if !path.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+            || path.as_os_str().is_empty()
+        {
+            return Err(refuse());
+        }
+        let root = workdir.canonicalize().map_err(|_| refuse())?;
+        match root.join(path).canonicalize() {
+            Ok(resolved) if resolved.starts_with(&root) => Ok(resolved),
+            Ok(_) => Err(refuse()),
+            // Missing: the schema evaluator reports it as it would locally.
+            Err(_) => Ok(root.join(path)),
+        }
+    }
+
+    /// The proposer for `name` (`provider/model`), refusing over the network a model that
+    /// would read a file the request names (`mock/PATH`) or run a command provider the
+    /// operator has not listed in `[server] command_providers`.
+    pub fn model(&self, config: &Config, name: &str) -> Result<Model, ConfigError> {
+        if !self.is_local() {
+            let (prefix, rest) = name.split_once('/').unwrap_or((name, ""));
+            let (kind, provider) = match config.providers.get(prefix) {
+                Some(p) => (Some(p.kind), prefix),
+                None if prefix == "mock" => (Some(ProviderType::Mock), prefix),
+                // `command/NAME` names `[providers.NAME]`.
+                None if prefix == "command" => (Some(ProviderType::Command), rest),
+                None => (None, prefix),
+            };
+            match kind {
+                Some(ProviderType::Mock) if config.providers.get(prefix).is_none_or(|p| p.script.is_none()) => {
+                    return Err(self.refuse(
+                        Refused::Model,
+                        format!("`{name}`"),
+                        "it would read a script file named by the request; configure `[providers.NAME]` with `type = \"mock\"` and a `script`, and name `NAME/…`",
+                    ));
+                }
+                Some(ProviderType::Command) if !self.command_providers.iter().any(|p| p == provider) => {
+                    return Err(self.refuse(
+                        Refused::Model,
+                        format!("`{name}`"),
+                        format!(
+                            "it runs a command on the server; list `{provider}` in `[server] command_providers` to let requests use it"
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        config.model(name)
+    }
+
+    /// An agent command given by the request itself (only the local CLI may).
+    pub fn agent(&self) -> Result<(), ConfigError> {
+        if self.is_local() {
+            return Ok(());
+        }
+        Err(self.refuse(
+            Refused::Agent,
+            "an agent command".into(),
+            "configure a `command` provider and list it in `[server] command_providers` instead",
+        ))
+    }
+
+    /// The sandbox `exec:` commands and command proposers run in: the requested one, checked;
+    /// over the network, a clean environment at least (no variables of the server's reach the
+    /// command but `PATH`, `HOME` and `LANG`).
+    pub fn sandbox(&self, requested: Option<Sandbox>, inline: bool) -> Result<Option<Sandbox>, ConfigError> {
+        if self.is_local() {
+            return Ok(requested);
+        }
+        match requested {
+            Some(s) if inline && (!s.env.is_empty() || s.workdir.is_some()) => Err(self.refuse(
+                Refused::Sandbox,
+                "an inline sandbox with `env` or `workdir`".into(),
+                "an inline sandbox may only tighten limits; name a `[sandboxes.NAME]` from the server's config to pass variables through or change the working directory",
+            )),
+            Some(s) => Ok(Some(s)),
+            None => Ok(Some(Sandbox::default())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(exec: &[&str], http: &[&str]) -> ServerConfig {
+        ServerConfig {
+            exec_allow: exec.iter().map(|s| (*s).to_owned()).collect(),
+            http_allow: http.iter().map(|s| (*s).to_owned()).collect(),
+            ..ServerConfig::default()
+        }
+    }
+
+    #[test]
+    fn refusals_say_which_face() {
+        let g = Guard::network(Face::Mcp, &server(&["pytest -q"], &[])).unwrap();
+        let err = g.command("pytest -q; id").unwrap_err().to_string();
+        assert!(err.contains("is not allowed over MCP") && err.contains("`;`"), "{err}");
+        let g = Guard::network(Face::Http, &server(&[], &[])).unwrap();
+        let err = g.command("pytest -q").unwrap_err().to_string();
+        assert!(err.contains("over HTTP") && err.contains("`exec_allow` is empty"), "{err}");
+        assert!(Guard::local().command("anything; at all").is_ok());
+    }
+
+    #[test]
+    fn bad_allow_lists_stop_the_server_from_starting() {
+        let err = Guard::network(Face::Http, &server(&["cargo test*"], &[])).unwrap_err().to_string();
+        assert!(err.contains("server.exec_allow") && err.contains("cargo test*"), "{err}");
+        let err = Guard::network(Face::Http, &server(&[], &["validator/*"])).unwrap_err().to_string();
+        assert!(err.contains("server.http_allow"), "{err}");
+    }
+
+    #[test]
+    fn schema_files_stay_under_the_working_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("schemas")).unwrap();
+        std::fs::write(dir.path().join("schemas/p.json"), "{}").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", dir.path().join("schemas/link.json")).unwrap();
+        let g = Guard::network(Face::Http, &ServerConfig::default()).unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        assert_eq!(g.schema_file(Path::new("schemas/p.json"), dir.path()).unwrap(), root.join("schemas/p.json"));
+        for refused in ["/etc/passwd", "../x.json", "schemas/../../x.json", "schemas/link.json", ""] {
+            let err = g.schema_file(Path::new(refused), dir.path()).unwrap_err();
+            assert!(matches!(err, ConfigError::NotAllowed { refused: Refused::SchemaFile, .. }), "{refused}: {err}");
+        }
+    }
+}
