@@ -1,7 +1,9 @@
 //! `redraft until`: agent mode. The artifact is the working directory: each iteration runs
 //! the agent (prompt and feedback on stdin, in `$REDRAFT_PROMPT_FILE` and as `{prompt}`), then
 //! the verifier, and writes `.redraft/iterations/<task>/<i>.md`; success writes `final.md`,
-//! the cap writes `escalation.md`. Protected files are put back and the iteration rejected.
+//! the cap writes `escalation.md`. Protected files are checked and put back as soon as the
+//! agent's turn ends — when the workspace is read, before any evaluator runs — and after any
+//! iteration that ended early and at the end of the loop; a change rejects the iteration.
 
 mod lock;
 mod protect;
@@ -10,6 +12,7 @@ mod workspace;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Result, anyhow};
@@ -21,7 +24,7 @@ use redraft::{AttemptRecord, CancellationToken, Mode, RunObserver, RunSpec, Runn
 use serde_json::Value;
 
 use self::lock::Lock;
-use self::protect::{ProtectEvaluator, Protected};
+use self::protect::{Finding, ProtectEvaluator, Protected};
 use self::report::IterationReport;
 use self::workspace::{Snapshot, Workspace};
 use crate::args::{Progress, UntilArgs};
@@ -40,7 +43,12 @@ struct Shared {
     baseline: Snapshot,
     before: Mutex<Option<Snapshot>>,
     current: Mutex<IterationReport>,
-    changed: Arc<Mutex<Vec<String>>>,
+    protected: Protected,
+    /// What checking the protected files after the agent's turn found, for the protect
+    /// evaluator.
+    protect_found: Arc<Mutex<Vec<Finding>>>,
+    /// Whether the protected files were checked since the agent's turn began.
+    protect_checked: AtomicBool,
     diffs: Mutex<Vec<(u32, String)>>,
 }
 
@@ -58,6 +66,46 @@ impl Shared {
             f(&mut r);
         }
     }
+
+    /// The workspace when the agent's turn began.
+    fn before(&self) -> Snapshot {
+        self.before.lock().ok().and_then(|b| b.clone()).unwrap_or_else(|| self.baseline.clone())
+    }
+
+    /// Check the protected files after the agent's turn: put back what it changed, remove
+    /// what it added where a glob matches (`after` tells what the turn changed).
+    fn check_protected(&self, after: Option<&Snapshot>) -> Vec<Finding> {
+        self.protect_checked.store(true, Ordering::SeqCst);
+        if !self.protected.has_rules() {
+            return Vec::new();
+        }
+        tokio::task::block_in_place(|| {
+            let changed = match after.map(|after| self.workspace.changed_paths(&self.before(), after)) {
+                Some(Ok(changed)) => changed,
+                Some(Err(e)) => {
+                    tracing::warn!("cannot list what the agent changed, so files it added are not checked: {e}");
+                    Vec::new()
+                }
+                None => Vec::new(),
+            };
+            self.protected.check_and_restore(&changed)
+        })
+    }
+
+    /// Put protected files back outside an evaluation — after the verifier ran, after an
+    /// iteration that ended before the workspace was read (a timeout), when the loop stops —
+    /// saying what was put back.
+    fn settle_protected(&self, when: &str) {
+        let found = if self.protect_checked.swap(true, Ordering::SeqCst) {
+            tokio::task::block_in_place(|| self.protected.check_and_restore(&[]))
+        } else {
+            let now = if self.protected.has_rules() { self.snapshot().ok() } else { None };
+            self.check_protected(now.as_ref())
+        };
+        for f in found {
+            eprintln!("warning: {when}: {}", f.text);
+        }
+    }
 }
 
 /// The artifact of an iteration: the workspace, as a fingerprint plus the cumulative diff.
@@ -69,20 +117,20 @@ impl ArtifactSource for WorkspaceArtifact {
     async fn artifact(&self, _raw: &str, _iteration: u32) -> Result<Value, EvaluatorError> {
         let fail = |e: anyhow::Error| EvaluatorError::Failed { evaluator: "workspace".into(), message: e.to_string() };
         let s = &self.0;
-        let after = s.snapshot().map_err(fail)?;
-        let before = s.before.lock().ok().and_then(|b| b.clone()).unwrap_or_else(|| s.baseline.clone());
-        let (diff, changed, cumulative) = tokio::task::block_in_place(|| {
-            Ok::<_, anyhow::Error>((
-                s.workspace.diff(&before, &after)?,
-                s.workspace.changed_paths(&before, &after)?,
-                s.workspace.diff(&s.baseline, &after)?,
-            ))
+        // The snapshot keeps what the agent did (the report shows it); then the protected files
+        // are put back before any evaluator — the verifier included — sees the workspace.
+        let after = s.snapshot();
+        let found = s.check_protected(after.as_ref().ok());
+        if let Ok(mut f) = s.protect_found.lock() {
+            *f = found;
+        }
+        let after = after.map_err(fail)?;
+        let before = s.before();
+        let (diff, cumulative) = tokio::task::block_in_place(|| {
+            Ok::<_, anyhow::Error>((s.workspace.diff(&before, &after)?, s.workspace.diff(&s.baseline, &after)?))
         })
         .map_err(fail)?;
         s.with_report(|r| r.diff = diff);
-        if let Ok(mut c) = s.changed.lock() {
-            *c = changed;
-        }
         let (shown, cut) = redraft::core::prompt::truncate_chars(&cumulative, ARTIFACT_DIFF_KEEP);
         let body = if shown.trim().is_empty() { "(no changes since the start)".to_owned() } else { shown };
         let more = if cut { "\n[diff truncated]" } else { "" };
@@ -125,10 +173,14 @@ struct Journal {
 impl RunObserver for Journal {
     async fn attempt_started(&self, _run_id: &str, _iteration: u32) {
         let s = &self.shared;
+        if let Ok(mut f) = s.protect_found.lock() {
+            f.clear();
+        }
         let snap = s.snapshot().ok();
         if let Ok(mut b) = s.before.lock() {
             *b = snap;
         }
+        s.protect_checked.store(false, Ordering::SeqCst);
         let (agent_command, verifier_command) = {
             let r = s.report();
             (r.agent_command, r.verifier_command)
@@ -138,6 +190,9 @@ impl RunObserver for Journal {
 
     async fn attempt_finished(&self, _run_id: &str, attempt: &AttemptRecord) {
         let s = &self.shared;
+        // Usually nothing is left to put back; an iteration that timed out before the
+        // workspace was read, or a verifier that wrote to a protected file, is caught here.
+        s.settle_protected(&format!("after iteration {}", attempt.iteration));
         s.with_report(|r| r.agent = self.agent.last_output());
         let report = s.report();
         if let Ok(mut d) = s.diffs.lock() {
@@ -169,8 +224,15 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
         None => default_task(&prompt),
     };
     let sandbox = args.sandbox.as_deref().map(|s| config.sandbox(s)).transpose()?;
-    let protected = Protected::capture(&root, &args.protect)?;
     let _lock = Lock::acquire(&root, &task_id)?;
+    // Before the first agent run: what is protected is what the files are now.
+    let protected = Protected::capture(&root, &args.protect)?;
+    for glob in protected.unmatched() {
+        eprintln!(
+            "warning: `--protect {glob}` matches no file in `{}`; it only stops the agent adding files there\nhint: globs are relative to the working directory; `*` stops at `/`, `dir` or `dir/**` covers everything under `dir`",
+            root.display()
+        );
+    }
 
     let workspace = Workspace::open(&root)?;
     let baseline = tokio::task::block_in_place(|| workspace.snapshot())?;
@@ -189,6 +251,15 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
     if let Some(s) = &sandbox {
         verifier_exec = verifier_exec.sandbox(s.clone());
     }
+    let dir = report::task_dir(&root, &task_id);
+    let max = policy.max_iterations;
+
+    let mut task_text = prompt;
+    task_text.push_str(&format!("\n\nWhen you are done, this command must pass (exit 0): `{}`", args.verify));
+    if protected.has_rules() {
+        let globs: Vec<String> = args.protect.iter().map(|g| format!("`{g}`")).collect();
+        task_text.push_str(&format!("\nDo not change, add or delete files matching: {}", globs.join(", ")));
+    }
     let shared = Arc::new(Shared {
         workspace,
         baseline,
@@ -198,24 +269,18 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
             verifier_command: args.verify.clone(),
             ..IterationReport::default()
         }),
-        changed: Arc::new(Mutex::new(Vec::new())),
+        protected,
+        protect_found: Arc::new(Mutex::new(Vec::new())),
+        protect_checked: AtomicBool::new(true),
         diffs: Mutex::new(Vec::new()),
     });
-    let dir = report::task_dir(&root, &task_id);
-    let max = policy.max_iterations;
-
-    let mut task_text = prompt;
-    task_text.push_str(&format!("\n\nWhen you are done, this command must pass (exit 0): `{}`", args.verify));
-    if protected.len() > 0 {
-        task_text.push_str(&format!("\nDo not change these files: {}", protected.paths().join(", ")));
-    }
     let mut builder = Runner::builder()
         .provider(agent.clone())
         .policy(policy.clone())
         .mode(Mode::Text)
         .strategy(Strategy::Fresh)
         .artifact_source(Arc::new(WorkspaceArtifact(shared.clone())))
-        .evaluator(Arc::new(ProtectEvaluator { protected, changed: shared.changed.clone() }))
+        .evaluator(Arc::new(ProtectEvaluator { found: shared.protect_found.clone() }))
         .evaluator(Arc::new(Verifier { exec: verifier_exec, shared: shared.clone() }))
         .observer(Arc::new(Journal {
             shared: shared.clone(),
@@ -245,7 +310,9 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
             on_ctrl_c.cancel();
         }
     });
-    let result = runner.run_until_cancelled(Task::new(task_text), cancel).await?;
+    let result = runner.run_until_cancelled(Task::new(task_text), cancel).await;
+    shared.settle_protected("when the loop stopped");
+    let result = result?;
 
     let written = if result.succeeded() {
         let cumulative = tokio::task::block_in_place(|| {

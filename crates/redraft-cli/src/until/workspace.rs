@@ -1,6 +1,6 @@
 //! Snapshots of the working directory and the differences between them: `git` trees (through a
 //! temporary index, so the user's index is never touched) inside a git repository, else a
-//! listing of files with their SHA-256.
+//! listing of files with their SHA-256 (a symlink by its target, never followed).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -86,8 +86,9 @@ impl Workspace {
     pub fn changed_paths(&self, before: &Snapshot, after: &Snapshot) -> Result<Vec<String>> {
         match (before, after) {
             (Snapshot::Git(a), Snapshot::Git(b)) => {
-                let out = self.git(&["diff", "--name-only", "--no-renames", a, b], None)?;
-                Ok(out.lines().map(str::to_owned).collect())
+                // NUL-separated: paths come as they are, not quoted.
+                let out = self.git(&["diff", "--name-only", "--no-renames", "-z", a, b], None)?;
+                Ok(out.split('\0').filter(|p| !p.is_empty()).map(str::to_owned).collect())
             }
             (Snapshot::Files(a), Snapshot::Files(b)) => {
                 let mut paths: Vec<String> =
@@ -129,6 +130,11 @@ fn walk(root: &Path, dir: &Path, files: &mut BTreeMap<String, String>) -> Result
             let bytes = std::fs::read(&path).map_err(|e| anyhow!("cannot read `{}`: {e}", path.display()))?;
             let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().into_owned();
             files.insert(rel, sha256_hex_bytes(&bytes));
+        } else if kind.is_symlink() {
+            // A link counts by where it points (as in git), never by what it points to.
+            let target = std::fs::read_link(&path).map_err(|e| anyhow!("cannot read `{}`: {e}", path.display()))?;
+            let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().into_owned();
+            files.insert(rel, sha256_hex(&format!("symlink {}", target.display())));
         }
     }
     Ok(())
@@ -182,5 +188,22 @@ mod tests {
         assert_eq!(ws.changed_paths(&s1, &s2).unwrap(), ["a.txt"]);
         std::fs::write(dir.path().join(".redraft/x"), "still ignored").unwrap();
         assert_eq!(ws.snapshot().unwrap(), s2);
+    }
+
+    #[test]
+    fn snapshots_without_git_see_symlinks_by_their_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("a"), "one").unwrap();
+        std::fs::write(outside.path().join("b"), "one").unwrap();
+        let ws = Workspace { root: dir.path().to_owned(), git: false, index: tempfile::tempdir().unwrap() };
+        let s1 = ws.snapshot().unwrap();
+        std::os::unix::fs::symlink(outside.path().join("a"), dir.path().join("link")).unwrap();
+        let s2 = ws.snapshot().unwrap();
+        assert_eq!(ws.changed_paths(&s1, &s2).unwrap(), ["link"]);
+        std::fs::remove_file(dir.path().join("link")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("b"), dir.path().join("link")).unwrap();
+        let s3 = ws.snapshot().unwrap();
+        assert_eq!(ws.changed_paths(&s2, &s3).unwrap(), ["link"], "same content, another target");
     }
 }

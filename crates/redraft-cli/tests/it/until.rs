@@ -256,3 +256,382 @@ async fn ctrl_c_stops_cleanly_and_writes_what_happened() {
     let state = stat.rsplit(')').next().unwrap_or("").trim_start().chars().next();
     assert!(stat.is_empty() || state == Some('Z'), "the agent survived: {stat}");
 }
+
+// ---- `--protect`: a protected file is put back (content and mode) and the iteration rejected;
+// the next honest iteration passes against the original test.
+
+/// The protected test: executable, and run as `./tests/check.sh`, so its mode matters too.
+const CHECK: &str = r#"#!/bin/sh
+out=$(sh calc.sh 2 3)
+if [ "$out" != "5" ]; then
+  echo "tests/check.sh: expected 5, got $out"
+  exit 1
+fi
+echo "all tests pass"
+"#;
+
+/// What the protection cases run in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Repo {
+    Plain,
+    /// A git repository whose `tests/check.sh` is committed.
+    GitTracked,
+    /// A git repository where `tests/` was never added.
+    GitUntracked,
+    /// A git repository whose `.gitignore` lists `tests/`.
+    GitIgnored,
+}
+
+/// Print a SKIP line where it is seen (test output capture does not hold it back).
+fn skip(test: &str, reason: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIP {test}: {reason}");
+}
+
+fn git_runs() -> bool {
+    std::process::Command::new("git").arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}
+
+/// `calc.sh` (broken) and the executable `tests/check.sh`, in `repo`. `None` when the test
+/// cannot run here (it has said why).
+fn protected_project(test: &str, dir: &Path, repo: Repo) -> Option<()> {
+    write(dir, "calc.sh", "echo 0\n");
+    std::fs::create_dir_all(dir.join("tests")).unwrap();
+    set_mode(&write(dir, "tests/check.sh", CHECK), 0o755);
+    if repo == Repo::Plain {
+        return Some(());
+    }
+    if !git_runs() {
+        skip(test, "`git` is not installed");
+        return None;
+    }
+    git(dir, &["init", "-q"]);
+    match repo {
+        Repo::GitTracked => {
+            git(dir, &["add", "-A"]);
+        }
+        Repo::GitUntracked => {
+            git(dir, &["add", "calc.sh"]);
+        }
+        Repo::GitIgnored => {
+            write(dir, ".gitignore", "tests/\n");
+            git(dir, &["add", "-A"]);
+            assert!(git(dir, &["status", "--porcelain", "--ignored"]).contains("!! tests/"));
+        }
+        Repo::Plain => {}
+    }
+    git(dir, &["commit", "-qm", "start"]);
+    Some(())
+}
+
+/// An agent that runs `cheat` on iteration 1 and fixes `calc.sh` honestly on iteration 2.
+fn cheat_then_fix(prompts: &Path, cheat: &str) -> String {
+    let script = format!(
+        "#!/bin/sh\ncat > \"$PROMPTS/stdin-$REDRAFT_ITERATION.txt\"\nif [ \"$REDRAFT_ITERATION\" = 1 ]; then\n{cheat}\nelse\n  echo 'echo $(( $1 + $2 ))' > calc.sh\nfi\n"
+    );
+    write(prompts, "agent.sh", &script).to_str().unwrap().to_owned()
+}
+
+/// Run the loop with `--protect <glob>` and an agent cheating with `cheat` on iteration 1, then
+/// check what every protection case promises: the cheat is rejected, the verifier judged the
+/// code against the original test, the next honest iteration passes, and `tests/` ends as it
+/// began — `check.sh` byte for byte, with its mode, and nothing added.
+async fn cheat_is_undone(test: &str, repo: Repo, glob: &str, cheat: &str, culprit: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = tempfile::tempdir().unwrap();
+    if protected_project(test, dir.path(), repo).is_none() {
+        return;
+    }
+    write(prompts.path(), "same-size-cheat.sh", &same_size_cheat());
+    let agent = cheat_then_fix(prompts.path(), cheat);
+    let out = output(until(
+        dir.path(),
+        prompts.path(),
+        &["--verify", "./tests/check.sh", "--task", "t", "--protect", glob, "--", "sh", &agent],
+    ))
+    .await;
+
+    let check = dir.path().join("tests/check.sh");
+    assert!(std::fs::symlink_metadata(&check).is_ok_and(|m| m.is_file()), "{test}: check.sh is a file again");
+    assert_eq!(std::fs::read(&check).unwrap(), CHECK.as_bytes(), "{test}: check.sh is byte-identical");
+    assert_eq!(mode(&check), 0o755, "{test}: check.sh keeps its mode");
+    assert_eq!(listing(&dir.path().join("tests")), ["check.sh"], "{test}: nothing added under tests/");
+    assert_eq!(out.code, 0, "{test}: the honest second iteration passes\n{}", out.stderr);
+    assert!(out.stderr.contains("passes after 2 iteration(s)"), "{test}: {}", out.stderr);
+
+    let prompt = std::fs::read_to_string(prompts.path().join("stdin-1.txt")).unwrap();
+    assert!(
+        prompt.contains(&format!("Do not change, add or delete files matching: `{glob}`")),
+        "{test}: the agent is told what is protected: {prompt}"
+    );
+    let first = std::fs::read_to_string(dir.path().join(".redraft/iterations/t/1.md")).unwrap();
+    assert!(first.starts_with("# Iteration 1 of 3 — rejected"), "{test}: {first}");
+    assert!(first.contains(&format!("`{culprit}` ")), "{test}: the issue names `{culprit}`: {first}");
+    assert!(first.contains("[protected_file_modified]"), "{test}: {first}");
+    assert!(
+        first.contains("tests/check.sh: expected 5, got 0"),
+        "{test}: the verifier ran the original test against the unfixed code: {first}"
+    );
+    if repo == Repo::GitTracked {
+        assert_eq!(git(dir.path(), &["status", "--porcelain", "--", "tests"]), "", "{test}: git sees no change");
+    }
+    assert_eq!(
+        std::fs::read_to_string(prompts.path().join("same-size-cheat.sh")).unwrap(),
+        same_size_cheat(),
+        "{test}: nothing outside the working directory was touched"
+    );
+}
+
+/// A cheating `check.sh` exactly as long as the real one (so size and time say nothing).
+fn same_size_cheat() -> String {
+    let head = "#!/bin/sh\necho all tests pass\nexit 0\n";
+    let cheat = format!("{head}{}\n", "#".repeat(CHECK.len() - head.len() - 1));
+    assert_eq!(cheat.len(), CHECK.len());
+    cheat
+}
+
+const MODIFY: &str = "printf '#!/bin/sh\\necho all tests pass\\n' > tests/check.sh";
+/// Same size, and the modification time put back (`touch -r`).
+const MODIFY_KEEPING_MTIME: &str = r#"touch -r tests/check.sh "$PROMPTS/stamp"
+cp "$PROMPTS/same-size-cheat.sh" tests/check.sh
+touch -r "$PROMPTS/stamp" tests/check.sh
+cmp -s tests/check.sh "$PROMPTS/same-size-cheat.sh" || exit 1"#;
+const DELETE: &str = "rm tests/check.sh";
+const DELETE_AND_READD: &str =
+    "rm tests/check.sh\nprintf '#!/bin/sh\\necho all tests pass\\n' > tests/check.sh\nchmod 700 tests/check.sh";
+const ADD: &str = "printf 'exit 0\\n' > tests/extra.sh";
+const CHMOD: &str = "chmod 644 tests/check.sh";
+/// A link to a file outside the working directory.
+const ADD_SYMLINK: &str = r#"ln -s "$PROMPTS/same-size-cheat.sh" tests/extra.sh"#;
+
+macro_rules! protect_cases {
+    ($($name:ident: $repo:expr, $glob:expr, $cheat:expr, $culprit:expr;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            cheat_is_undone(stringify!($name), $repo, $glob, $cheat, $culprit).await;
+        }
+    )*};
+}
+
+protect_cases! {
+    protect_plain_modify: Repo::Plain, "tests/**", MODIFY, "tests/check.sh";
+    protect_plain_modify_keeping_mtime: Repo::Plain, "tests/**", MODIFY_KEEPING_MTIME, "tests/check.sh";
+    protect_plain_delete: Repo::Plain, "tests/**", DELETE, "tests/check.sh";
+    protect_plain_delete_and_readd: Repo::Plain, "tests/**", DELETE_AND_READD, "tests/check.sh";
+    protect_plain_add: Repo::Plain, "tests/**", ADD, "tests/extra.sh";
+    protect_plain_chmod_only: Repo::Plain, "tests/**", CHMOD, "tests/check.sh";
+    protect_git_modify: Repo::GitTracked, "tests/**", MODIFY, "tests/check.sh";
+    protect_git_modify_keeping_mtime: Repo::GitTracked, "tests/**", MODIFY_KEEPING_MTIME, "tests/check.sh";
+    protect_git_delete: Repo::GitTracked, "tests/**", DELETE, "tests/check.sh";
+    protect_git_delete_and_readd: Repo::GitTracked, "tests/**", DELETE_AND_READD, "tests/check.sh";
+    protect_git_add: Repo::GitTracked, "tests/**", ADD, "tests/extra.sh";
+    protect_git_chmod_only: Repo::GitTracked, "tests/**", CHMOD, "tests/check.sh";
+    protect_git_untracked_modify: Repo::GitUntracked, "tests/**", MODIFY, "tests/check.sh";
+    protect_git_untracked_delete_and_readd: Repo::GitUntracked, "tests/**", DELETE_AND_READD, "tests/check.sh";
+    protect_git_ignored_modify: Repo::GitIgnored, "tests/**", MODIFY, "tests/check.sh";
+    protect_git_ignored_delete: Repo::GitIgnored, "tests/**", DELETE, "tests/check.sh";
+    protect_exact_path_delete_and_readd: Repo::Plain, "tests/check.sh", DELETE_AND_READD, "tests/check.sh";
+    protect_a_directory_by_name: Repo::Plain, "tests", MODIFY, "tests/check.sh";
+    protect_plain_add_a_symlink: Repo::Plain, "tests/**", ADD_SYMLINK, "tests/extra.sh";
+    protect_git_add_a_symlink: Repo::GitTracked, "tests/**", ADD_SYMLINK, "tests/extra.sh";
+    protect_git_add_with_a_non_ascii_name: Repo::GitTracked, "tests/*", "printf 'exit 0\\n' > tests/extra-é.sh", "tests/extra-é.sh";
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protected_file_replaced_by_a_symlink_is_replaced_not_written_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    protected_project("symlink", dir.path(), Repo::Plain).unwrap();
+    let target = write(outside.path(), "target.txt", "a file outside the working directory\n");
+    let agent =
+        cheat_then_fix(prompts.path(), &format!("rm tests/check.sh\nln -s '{}' tests/check.sh", target.display()));
+    let out = output(until(
+        dir.path(),
+        prompts.path(),
+        &["--verify", "./tests/check.sh", "--task", "t", "--protect", "tests/check.sh", "--", "sh", &agent],
+    ))
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "a file outside the working directory\n",
+        "nothing was written through the link"
+    );
+    let check = dir.path().join("tests/check.sh");
+    assert!(std::fs::symlink_metadata(&check).unwrap().is_file(), "the link was replaced by the file");
+    assert_eq!(std::fs::read(&check).unwrap(), CHECK.as_bytes());
+    assert_eq!(mode(&check), 0o755);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let first = std::fs::read_to_string(dir.path().join(".redraft/iterations/t/1.md")).unwrap();
+    assert!(first.contains("was replaced by a symlink; it has been put back"), "{first}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protected_directory_replaced_by_a_symlink_is_replaced_not_written_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    if protected_project("a_protected_directory_replaced_by_a_symlink", dir.path(), Repo::GitTracked).is_none() {
+        return;
+    }
+    write(outside.path(), "check.sh", "#!/bin/sh\necho all tests pass\n");
+    write(outside.path(), "notes.sh", "outside\n");
+    let agent = cheat_then_fix(prompts.path(), &format!("rm -r tests\nln -s '{}' tests", outside.path().display()));
+    let out = output(until(
+        dir.path(),
+        prompts.path(),
+        &["--verify", "./tests/check.sh", "--task", "t", "--protect", "tests/*.sh", "--", "sh", &agent],
+    ))
+    .await;
+    assert_eq!(listing(outside.path()), ["check.sh", "notes.sh"], "nothing deleted or added outside");
+    assert_eq!(std::fs::read_to_string(outside.path().join("check.sh")).unwrap(), "#!/bin/sh\necho all tests pass\n");
+    assert_eq!(std::fs::read_to_string(outside.path().join("notes.sh")).unwrap(), "outside\n");
+    assert!(std::fs::symlink_metadata(dir.path().join("tests")).unwrap().is_dir(), "tests/ is a directory again");
+    assert_eq!(listing(&dir.path().join("tests")), ["check.sh"]);
+    assert_eq!(std::fs::read(dir.path().join("tests/check.sh")).unwrap(), CHECK.as_bytes());
+    assert_eq!(mode(&dir.path().join("tests/check.sh")), 0o755);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let first = std::fs::read_to_string(dir.path().join(".redraft/iterations/t/1.md")).unwrap();
+    assert!(first.contains("its directory `tests` was replaced by a symlink"), "{first}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protect_glob_that_matches_nothing_is_named_on_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = tempfile::tempdir().unwrap();
+    protected_project("glob", dir.path(), Repo::Plain).unwrap();
+    let agent = write(prompts.path(), "fix.sh", "#!/bin/sh\ncat > /dev/null\necho 'echo $(( $1 + $2 ))' > calc.sh\n");
+    let out = output(until(
+        dir.path(),
+        prompts.path(),
+        &[
+            "--verify",
+            "./tests/check.sh",
+            "--task",
+            "t",
+            "--protect",
+            "tests/**",
+            "--protect",
+            "spec/*.rb",
+            "--",
+            "sh",
+            agent.to_str().unwrap(),
+        ],
+    ))
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("warning: `--protect spec/*.rb` matches no file"), "{}", out.stderr);
+    assert!(out.stderr.contains("hint:"), "{}", out.stderr);
+    assert!(!out.stderr.contains("`--protect tests/**`"), "a glob that matches is not named: {}", out.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protect_glob_outside_the_working_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = tempfile::tempdir().unwrap();
+    protected_project("outside", dir.path(), Repo::Plain).unwrap();
+    let elsewhere = dir.path().join("../elsewhere.sh");
+    let out = output(until(
+        dir.path(),
+        prompts.path(),
+        &["--verify", "./tests/check.sh", "--protect", "../elsewhere.sh", "--", "sh", "-c", "echo ran > ran.txt"],
+    ))
+    .await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("`--protect ../elsewhere.sh` is outside the working directory"), "{}", out.stderr);
+    assert!(out.stderr.contains("hint:"), "{}", out.stderr);
+    assert!(!dir.path().join("ran.txt").exists(), "nothing ran");
+    assert!(!elsewhere.exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protected_file_changed_by_an_agent_that_times_out_is_put_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = tempfile::tempdir().unwrap();
+    protected_project("timeout", dir.path(), Repo::Plain).unwrap();
+    let agent = write(
+        prompts.path(),
+        "slow.sh",
+        "#!/bin/sh\ncat > /dev/null\nprintf '#!/bin/sh\\necho all tests pass\\n' > tests/check.sh\nexec sleep 30\n",
+    );
+    let out = output(until(
+        dir.path(),
+        prompts.path(),
+        &[
+            "--verify",
+            "./tests/check.sh",
+            "--task",
+            "t",
+            "--max-iter",
+            "1",
+            "--attempt-timeout",
+            "1s",
+            "--protect",
+            "tests/**",
+            "--",
+            "sh",
+            agent.to_str().unwrap(),
+        ],
+    ))
+    .await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(std::fs::read(dir.path().join("tests/check.sh")).unwrap(), CHECK.as_bytes());
+    assert!(
+        out.stderr.contains("`tests/check.sh` is protected and was changed; it has been put back"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_git_ignores_under_a_protected_glob_are_not_counted_as_added() {
+    // An honest agent that runs the tests itself leaves caches beside them.
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = tempfile::tempdir().unwrap();
+    if protected_project("files_git_ignores", dir.path(), Repo::GitTracked).is_none() {
+        return;
+    }
+    write(dir.path(), ".gitignore", "__pycache__/\n");
+    let agent = write(
+        prompts.path(),
+        "fix.sh",
+        "#!/bin/sh\ncat > /dev/null\nmkdir -p tests/__pycache__\necho cache > tests/__pycache__/check.pyc\necho 'echo $(( $1 + $2 ))' > calc.sh\n",
+    );
+    let out = output(until(
+        dir.path(),
+        prompts.path(),
+        &["--verify", "./tests/check.sh", "--task", "t", "--protect", "tests/**", "--", "sh", agent.to_str().unwrap()],
+    ))
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("passes after 1 iteration(s)"), "{}", out.stderr);
+    assert!(dir.path().join("tests/__pycache__/check.pyc").is_file());
+}
