@@ -15,7 +15,7 @@ use crate::escalation::{RunFacts, escalate};
 use crate::extract::{self, Repair, Route};
 use crate::issue::{Issue, Score, Verdict, codes};
 use crate::policy::{Ceilings, HaltReason, PlanError, Policy};
-use crate::price::{Price, estimate_tokens};
+use crate::price::{CostEstimate, OutputBasis, Price, estimate_tokens};
 use crate::prompt::{
     Feedback, FirstPrompt, FreshPrompt, PriorAttempt, PromptStyle, Prompts, Strategy, Templates, placeholder_paths,
     pretty, skeleton_text,
@@ -230,6 +230,8 @@ pub struct Engine {
     error: Option<RunErrorReport>,
     proposer: usize,
     temperature: Option<f32>,
+    /// The estimate of the attempt the budget could not pay for, when it halted the run.
+    budget_stop: Option<CostEstimate>,
 }
 
 impl Engine {
@@ -300,7 +302,7 @@ impl Engine {
         }
         let threshold = plan.policy.threshold(plan.scoring);
         let plan_temperature = plan.temperature;
-        Ok(Self {
+        let engine = Self {
             conversation: vec![Message::user(first_prompt.clone())],
             plan,
             prompts,
@@ -318,7 +320,17 @@ impl Engine {
             error: None,
             proposer: 0,
             temperature: plan_temperature,
-        })
+            budget_stop: None,
+        };
+        // A budget that cannot pay for even the first attempt is a mistake in the request, not
+        // a run that ran out: refuse it before anything is sent.
+        if let Some(budget) = engine.plan.policy.max_budget_usd
+            && let Some(first) = engine.estimate_next(&engine.request())
+            && first.usd > budget
+        {
+            return Err(PlanError::BudgetTooSmall { budget, estimate: first.describe(), needed: first.usd });
+        }
+        Ok(engine)
     }
 
     /// The plan this engine runs.
@@ -393,15 +405,17 @@ impl Engine {
     /// many output tokens as the longest answer so far (before any answer: `max_tokens`,
     /// at most 1024).
     pub fn estimate_next_cost(&self, request: &ChatRequest) -> Option<f64> {
+        self.estimate_next(request).map(|e| e.usd)
+    }
+
+    /// Like [`Engine::estimate_next_cost`], with how the estimate was made.
+    pub fn estimate_next(&self, request: &ChatRequest) -> Option<CostEstimate> {
         let price = self.plan.proposer(self.proposer).1?;
-        let tokens_in = estimate_tokens(request.chars());
-        let tokens_out = self
-            .history
-            .iter()
-            .map(|a| a.tokens_out)
-            .max()
-            .unwrap_or_else(|| u64::from(self.plan.max_tokens.unwrap_or(1024).min(1024)));
-        Some(price.cost(tokens_in, tokens_out))
+        let (tokens_out, basis) = match self.history.iter().map(|a| a.tokens_out).max() {
+            Some(longest) => (longest, OutputBasis::LongestAnswer),
+            None => (u64::from(self.plan.max_tokens.unwrap_or(1024).min(1024)), OutputBasis::MaxTokens),
+        };
+        Some(CostEstimate::new(price, request.chars(), tokens_out, basis))
     }
 
     /// Decide what happens next, `elapsed` since the run started.
@@ -418,9 +432,10 @@ impl Engine {
         }
         let request = self.request();
         if let Some(budget) = policy.max_budget_usd
-            && let Some(estimate) = self.estimate_next_cost(&request)
-            && self.spent_usd() + estimate > budget
+            && let Some(estimate) = self.estimate_next(&request)
+            && self.spent_usd() + estimate.usd > budget
         {
+            self.budget_stop = Some(estimate);
             return self.stop(HaltReason::Budget);
         }
         Next::Attempt { iteration: self.next_iteration(), request, proposer: self.proposer }
@@ -762,6 +777,8 @@ impl Engine {
                     max_iterations: self.plan.policy.max_iterations,
                     max_tokens: self.plan.max_tokens,
                     max_budget_usd: self.plan.policy.max_budget_usd,
+                    spent_usd: self.spent_usd(),
+                    next_cost: self.budget_stop.as_ref(),
                     error: self.error.as_ref(),
                 },
             )

@@ -4,6 +4,7 @@
 use crate::chat::FinishReason;
 use crate::issue::Issue;
 use crate::policy::HaltReason;
+use crate::price::{CostEstimate, usd};
 use crate::record::{AttemptRecord, AttemptStatus, Escalation, RecurringIssue, RunErrorReport};
 
 /// Facts about the run that the history alone does not hold.
@@ -13,6 +14,10 @@ pub struct RunFacts<'a> {
     pub max_iterations: u32,
     pub max_tokens: Option<u32>,
     pub max_budget_usd: Option<f64>,
+    /// What the attempts cost in all.
+    pub spent_usd: f64,
+    /// The estimate of the attempt the budget could not pay for, when it halted the run.
+    pub next_cost: Option<&'a CostEstimate>,
     pub error: Option<&'a RunErrorReport>,
 }
 
@@ -209,10 +214,18 @@ fn diagnose(history: &[AttemptRecord], recurring: &[RecurringIssue], facts: RunF
         );
     }
     let pattern = match facts.halted_because {
-        HaltReason::Budget => Some(format!(
-            "the budget{} ran out after {n} attempts",
-            facts.max_budget_usd.map(|b| format!(" of ${b}")).unwrap_or_default()
-        )),
+        HaltReason::Budget => Some(match facts.next_cost {
+            Some(next) => format!(
+                "the budget{} ran out after {n} attempts: ${} was spent and the next attempt was estimated at {}",
+                facts.max_budget_usd.map(|b| format!(" of ${}", usd(b))).unwrap_or_default(),
+                usd(facts.spent_usd),
+                next.describe()
+            ),
+            None => format!(
+                "the budget{} ran out after {n} attempts",
+                facts.max_budget_usd.map(|b| format!(" of ${}", usd(b))).unwrap_or_default()
+            ),
+        }),
         HaltReason::WallTime => Some(format!("the time limit ran out after {n} attempts")),
         HaltReason::Patience => Some("the score stopped improving".to_owned()),
         HaltReason::MaxIterations if n > 0 => {

@@ -201,6 +201,12 @@ pub enum PlanError {
         "a budget (`max_budget_usd`) is set but the price of `{model}` is unknown\nhint: add its price to the config:\n\n[models.\"{model}\"]\ninput_usd_per_mtok = 0.15\noutput_usd_per_mtok = 0.60"
     )]
     BudgetWithoutPrice { model: String },
+    #[error(
+        "a budget of ${} (`max_budget_usd`) cannot pay for one attempt: the first is estimated at {estimate}\nhint: raise `max_budget_usd` to at least ${}, or shorten the prompt or lower `max_tokens`",
+        crate::price::usd(*budget),
+        crate::price::usd(*needed)
+    )]
+    BudgetTooSmall { budget: f64, estimate: String, needed: f64 },
     #[error("the {which} template is invalid: {message}")]
     Template { which: String, message: String },
 }

@@ -131,6 +131,39 @@ async fn a_budget_without_a_price_is_a_usage_error() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_no_attempt_can_fit_is_a_usage_error_that_shows_the_estimate() {
+    let s = setup(vec![]).await;
+    write(
+        s.dir.path(),
+        "redraft.toml",
+        "[models.\"openai/fake\"]\ninput_usd_per_mtok = 1000\noutput_usd_per_mtok = 1000\n",
+    );
+    let out = output(s.cmd(&["--max-budget", "0.0001", "--max-tokens", "20"])).await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("a budget of $0.0001 (`max_budget_usd`) cannot pay for one attempt"), "{}", out.stderr);
+    assert!(out.stderr.contains("characters per token, at $1000 per million"), "{}", out.stderr);
+    assert!(out.stderr.contains("20 output tokens: `max_tokens`"), "{}", out.stderr);
+    assert!(out.stderr.contains("hint: raise `max_budget_usd` to at least $0.1"), "{}", out.stderr);
+    assert!(!out.stderr.contains("after 0 attempts"), "{}", out.stderr);
+    assert_eq!(s.requests().await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampling_settings_out_of_range_are_usage_errors() {
+    let s = setup(vec![]).await;
+    for (args, expected) in [
+        (&["--temperature", "99"][..], "`temperature` = `99` is invalid: it must be a number from 0 to 2"),
+        (&["--temperature=-1"][..], "`temperature` = `-1` is invalid: it must be a number from 0 to 2"),
+        (&["--max-tokens", "0"][..], "`max_tokens` = `0` is invalid: it must be at least 1"),
+    ] {
+        let out = output(s.cmd(args)).await;
+        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(expected), "{args:?}: {}", out.stderr);
+    }
+    assert_eq!(s.requests().await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_or_invalid_schema_exits_2_naming_the_file_and_sends_nothing() {
     let s = setup(vec![]).await;
     let mut cmd = s.cmd(&[]);

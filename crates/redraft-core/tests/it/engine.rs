@@ -132,6 +132,41 @@ fn budget_is_checked_before_each_attempt_with_an_estimate() {
     assert_eq!(r.iterations, 1);
     assert!((r.metrics.cost_usd.unwrap() - 0.4).abs() < 1e-9);
     assert!(!r.metrics.tokens_estimated);
+    // The escalation says what was spent, what the next attempt would have cost and how that
+    // was estimated.
+    let pattern = r.escalation.unwrap().pattern.unwrap();
+    assert!(
+        pattern.starts_with(
+            "the budget of $0.50 ran out after 1 attempts: $0.40 was spent and the next attempt was estimated at $0.1"
+        ),
+        "{pattern}"
+    );
+    assert!(pattern.contains("1000 output tokens: the longest answer so far, at $100 per million"), "{pattern}");
+}
+
+#[test]
+fn a_budget_that_cannot_pay_for_one_attempt_refuses_to_start() {
+    let mut p = plan();
+    p.price = Some(Price { input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.60 });
+    p.max_tokens = Some(100);
+    p.policy.max_budget_usd = Some(0.000_01);
+    let chars = Engine::new(plan()).unwrap().request().chars();
+    let err = Engine::new(p).unwrap_err();
+    assert!(matches!(err, PlanError::BudgetTooSmall { .. }), "{err}");
+    let text = err.to_string();
+    assert!(text.starts_with("a budget of $0.00001 (`max_budget_usd`) cannot pay for one attempt"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "{} input tokens: the {chars}-character prompt at 4 characters per token, at $0.15 per million",
+            chars.div_ceil(4)
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("100 output tokens: `max_tokens`, at most 1024, before any answer, at $0.6 per million"),
+        "{text}"
+    );
+    assert!(text.contains("hint: raise `max_budget_usd` to at least $0.0000"), "{text}");
 }
 
 #[test]

@@ -5,9 +5,9 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::Request;
 use redraft_testkit::{reply, slow};
-use serde_json::json;
+use serde_json::{Value, json};
 
-use crate::harness_with;
+use crate::{harness, harness_with};
 
 fn with_token(method: &str, uri: &str, token: Option<&str>) -> Request<Body> {
     let mut b = Request::builder().method(method).uri(uri);
@@ -79,7 +79,7 @@ async fn beyond_the_run_limit_it_is_503_with_retry_after() {
 
 #[tokio::test]
 async fn exec_outside_the_allow_list_is_403() {
-    let h = harness_with(vec![reply(r#"{"city": "Toledo"}"#)], vec![], |c| {
+    let h = harness_with(vec![reply(r#"{"city": "Toledo"}"#), reply(r#"{"city": "Toledo"}"#)], vec![], |c| {
         c.server.exec_allow = vec!["true".into(), "test -s \"$ARTIFACT\"".into(), "test -s *".into()];
     })
     .await;
@@ -145,4 +145,49 @@ async fn a_run_within_the_ceilings_gets_the_wall_time_ceiling() {
     let a = h.call("POST", "/v1/iterate", Some(json!({"prompt": "x"}))).await;
     assert_eq!(a.status, 422, "{}", a.text);
     assert_eq!(a.json["halted_because"], "wall_time");
+}
+
+#[tokio::test]
+async fn sampling_settings_out_of_range_are_400_on_every_endpoint() {
+    let h = harness(vec![]).await;
+    let chat = |extra: Value| {
+        let mut body = json!({"model": "fake/m", "messages": [{"role": "user", "content": "x"}]});
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        body
+    };
+    let cases = [
+        ("/v1/iterate", json!({"prompt": "x", "temperature": 99}), "temperature"),
+        ("/v1/runs", json!({"prompt": "x", "temperature": -1}), "temperature"),
+        ("/v1/iterate", json!({"prompt": "x", "max_tokens": 0}), "max_tokens"),
+        ("/v1/chat", json!({"prompt": "x", "temperature": 99}), "temperature"),
+        ("/v1/chat", json!({"prompt": "x", "max_tokens": 0}), "max_tokens"),
+        ("/v1/chat/completions", chat(json!({"temperature": 99})), "temperature"),
+        (
+            "/v1/chat/completions",
+            chat(json!({"temperature": -1, "response_format": {"type": "json_object"}})),
+            "temperature",
+        ),
+        ("/v1/chat/completions", chat(json!({"max_tokens": 0})), "max_tokens"),
+    ];
+    for (path, body, field) in cases {
+        let a = h.call("POST", path, Some(body.clone())).await;
+        assert_eq!(a.status, 400, "{path} {body}: {}", a.text);
+        let message = a.json["error"]["message"].as_str().unwrap();
+        assert!(message.contains(&format!("`{field}`")) && message.contains("invalid"), "{path} {body}: {message}");
+    }
+    assert_eq!(h.model.calls().await, 0, "nothing was sent to the model");
+}
+
+#[tokio::test]
+async fn a_budget_no_attempt_can_fit_is_400_showing_the_estimate() {
+    let h = harness_with(vec![], vec![], |c| {
+        c.models.insert("fake/m".into(), redraft::Price { input_usd_per_mtok: 1000.0, output_usd_per_mtok: 1000.0 });
+    })
+    .await;
+    let a = h.call("POST", "/v1/iterate", Some(json!({"prompt": "x", "max_budget_usd": 0.0001}))).await;
+    assert_eq!((a.status, a.json["error"]["code"].as_str()), (400, Some("invalid_plan")), "{}", a.text);
+    let message = a.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("cannot pay for one attempt") && message.contains("characters per token"), "{message}");
+    assert_eq!(h.model.calls().await, 0);
+    assert_eq!(h.call("GET", "/v1/runs", None).await.json["runs"], json!([]), "nothing was recorded");
 }
