@@ -92,3 +92,39 @@ fn only_the_cli_knows_exit_codes_and_terminals() {
         }
     }
 }
+
+#[test]
+fn network_faces_hold_no_guard_of_their_own() {
+    // The HTTP face (JSON API, proxy, /v1/chat) and MCP turn requests into runs through
+    // `RunSpec::prepare` and model names into providers through `Guard::model`: they never build
+    // a provider from a request's model name themselves, nor match allow-lists, nor build
+    // evaluators from directives without the guard. (Behaviour: `redraft-cli/tests/it/faces.rs`.)
+    for krate in ["redraft-server", "redraft-mcp"] {
+        let mut files = Vec::new();
+        sources(&crates().join(krate).join("src"), &mut files);
+        for (path, text) in files {
+            // Code only: documentation may name the keys.
+            let code: String =
+                text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
+            for forbidden in [
+                "config().model(",
+                "config.model(",
+                ".config.model(",
+                "Config::model",
+                "exec_allow",
+                "http_allow",
+                "ExecEvaluator",
+                "HttpEvaluator",
+                "SchemaEvaluator::from_file",
+                "MockProvider",
+                "CommandProvider",
+            ] {
+                assert!(
+                    !code.contains(forbidden),
+                    "{} uses `{forbidden}`: a face hands requests to the guard (`redraft::guard`) instead",
+                    path.display()
+                );
+            }
+        }
+    }
+}
