@@ -22,10 +22,12 @@ mod chat;
 mod decide;
 pub mod error;
 mod events;
+mod guard;
 mod kinds;
 mod metrics;
 pub mod openapi;
 mod ops;
+mod origin;
 mod proxy;
 mod runs;
 mod serve;
@@ -47,11 +49,13 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub use error::ApiError;
+pub use origin::AllowListError;
 pub use serve::{Server, ServerError, shutdown_signal, tokens_from_env};
 pub use state::AppState;
 
-/// The whole HTTP API over `state`, with its layers: request ids, tracing, bearer tokens and
-/// the body-size limit.
+/// The whole HTTP API over `state`, with its layers: request ids, tracing, the request guard
+/// (the `Host` names this server, a browser's page may call it, the bearer token, JSON bodies;
+/// CORS for `[server] cors_origins`) and the body-size limit.
 pub fn router(state: AppState) -> Router {
     let (api, doc) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(runs::iterate))
@@ -75,9 +79,10 @@ pub fn router(state: AppState) -> Router {
         .fallback(|| async {
             ApiError::not_found("not_found", "no such endpoint; `GET /openapi.json` lists them").into_response()
         })
-        .layer(middleware::from_fn_with_state(state.clone(), auth::require_token))
         .layer(DefaultBodyLimit::max(limit))
-        .with_state(state)
+        .with_state(state.clone())
+        // Last, so that it covers every route above and the fallback.
+        .layer(middleware::from_fn_with_state(guard::Guard::new(&state), guard::check))
         .layer(
             ServiceBuilder::new()
                 .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
