@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_debug_implementations)] // test code
 
 mod api;
+mod browser;
 mod guard;
 mod limits;
 mod openapi;
