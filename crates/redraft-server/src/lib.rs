@@ -5,7 +5,10 @@
 //! `POST /v1/runs`, a checked `POST /v1/chat/completions`, a run resumed on start — is a
 //! [`redraft::RunSpec`] started with [`redraft::recorder`] as a background task, recorded in
 //! the store as it happens; requests only wait for it, watch it (SSE) or cancel it. Errors map
-//! to HTTP statuses in one place ([`error::ApiError`]).
+//! to HTTP statuses in one place ([`error::ApiError`]). Every request passes one guard first,
+//! a layer over the whole router: the `Host` must name this server, a web page must be the
+//! server's own or at a listed origin, the bearer token when there are tokens, a JSON content
+//! type on anything that may change state — deny by default, so a route added later is covered.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), redraft_server::ServerError> {
