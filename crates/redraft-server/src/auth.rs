@@ -1,10 +1,9 @@
 //! Bearer tokens: when the server has tokens, every request but the health check, the viewer
-//! page and the OpenAPI document must carry one of them (`Authorization: Bearer TOKEN`).
+//! page and the OpenAPI document must carry one of them (`Authorization: Bearer TOKEN`; the
+//! scheme in any case, as RFC 7235 has it). Checked by the gate in front of every route ([`crate::gate`]).
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::header::AUTHORIZATION;
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -12,26 +11,25 @@ use crate::state::AppState;
 /// Paths anyone may read.
 const OPEN: &[&str] = &["/", "/healthz", "/openapi.json"];
 
-/// The middleware.
-pub async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
+/// `Ok` when the server has no tokens, the path is open or the request carries a token; 401
+/// otherwise.
+pub fn check(state: &AppState, request: &Request) -> Result<(), ApiError> {
     if state.tokens().is_empty() || OPEN.contains(&request.uri().path()) {
-        return next.run(request).await;
+        return Ok(());
     }
-    let presented = request
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-        .map(str::trim);
+    let presented = request.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
     match presented {
-        Some(token) if state.tokens().iter().any(|t| same(t.as_bytes(), token.as_bytes())) => next.run(request).await,
-        _ => {
-            let e = ApiError::unauthorized();
-            let openai =
-                request.uri().path().starts_with("/v1/chat/completions") || request.uri().path() == "/v1/models";
-            if openai { e.openai() } else { e }.into_response()
-        }
+        Some(token) if state.tokens().iter().any(|t| same(t.as_bytes(), token.as_bytes())) => Ok(()),
+        _ => Err(ApiError::unauthorized()),
     }
+}
+
+/// The token of an `Authorization: Bearer TOKEN` value: the scheme in any case, then spaces or
+/// tabs, then the token.
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once([' ', '\t'])?;
+    let token = token.trim_matches([' ', '\t']);
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 /// Compare in time that does not depend on where the strings differ.
@@ -46,5 +44,22 @@ mod tests {
         assert!(super::same(b"abc", b"abc"));
         assert!(!super::same(b"abc", b"abd"));
         assert!(!super::same(b"abc", b"abcd"));
+    }
+
+    #[test]
+    fn the_scheme_is_a_word_in_any_case() {
+        for (value, token) in [
+            ("Bearer t", Some("t")),
+            ("bearer t", Some("t")),
+            ("BEARER t", Some("t")),
+            ("BeArEr \t t ", Some("t")),
+            ("Bearer", None),
+            ("Bearer  ", None),
+            ("Bearert", None),
+            ("Basic t", None),
+            ("Bearer-x t", None),
+        ] {
+            assert_eq!(super::bearer(value), token, "{value:?}");
+        }
     }
 }

@@ -5,7 +5,10 @@
 //! `POST /v1/runs`, a checked `POST /v1/chat/completions`, a run resumed on start — is a
 //! [`redraft::RunSpec`] started with [`redraft::recorder`] as a background task, recorded in
 //! the store as it happens; requests only wait for it, watch it (SSE) or cancel it. Errors map
-//! to HTTP statuses in one place ([`error::ApiError`]).
+//! to HTTP statuses in one place ([`error::ApiError`]). Every request passes one gate first,
+//! a layer over the whole router: the `Host` must name this server, a web page must be the
+//! server's own or at a listed origin, the bearer token when there are tokens, a JSON content
+//! type on anything that may change state — deny by default, so a route added later is covered.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), redraft_server::ServerError> {
@@ -22,10 +25,12 @@ mod chat;
 mod decide;
 pub mod error;
 mod events;
+mod gate;
 mod kinds;
 mod metrics;
 pub mod openapi;
 mod ops;
+mod origin;
 mod proxy;
 mod runs;
 mod serve;
@@ -47,11 +52,13 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub use error::ApiError;
+pub use origin::AllowListError;
 pub use serve::{Server, ServerError, shutdown_signal, tokens_from_env};
 pub use state::AppState;
 
-/// The whole HTTP API over `state`, with its layers: request ids, tracing, bearer tokens and
-/// the body-size limit.
+/// The whole HTTP API over `state`, with its layers: request ids, tracing, the gate
+/// (the `Host` names this server, a browser's page may call it, the bearer token, JSON bodies;
+/// CORS for `[server] cors_origins`) and the body-size limit.
 pub fn router(state: AppState) -> Router {
     let (api, doc) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(runs::iterate))
@@ -75,9 +82,10 @@ pub fn router(state: AppState) -> Router {
         .fallback(|| async {
             ApiError::not_found("not_found", "no such endpoint; `GET /openapi.json` lists them").into_response()
         })
-        .layer(middleware::from_fn_with_state(state.clone(), auth::require_token))
         .layer(DefaultBodyLimit::max(limit))
-        .with_state(state)
+        .with_state(state.clone())
+        // Last, so that it covers every route above and the fallback.
+        .layer(middleware::from_fn_with_state(gate::Gate::new(&state), gate::check))
         .layer(
             ServiceBuilder::new()
                 .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))

@@ -1,4 +1,7 @@
 //! Listening: the loopback rule, resuming unfinished runs, graceful shutdown.
+//!
+//! Without tokens the server listens on loopback addresses only; `[server] allowed_hosts` names
+//! hosts it answers to, never addresses it listens on.
 
 use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
@@ -7,6 +10,7 @@ use redraft::ConfigError;
 use redraft::config::Config;
 use tokio::net::TcpListener;
 
+use crate::origin::{AllowListError, Allowed};
 use crate::router;
 use crate::state::AppState;
 
@@ -28,6 +32,8 @@ pub enum ServerError {
     },
     #[error(transparent)]
     Config(#[from] ConfigError),
+    #[error(transparent)]
+    AllowList(#[from] AllowListError),
     #[error("the server failed: {source}")]
     Serve {
         #[source]
@@ -54,8 +60,8 @@ pub struct Server {
 }
 
 impl Server {
-    /// Check the address (a non-loopback one needs tokens), open the store the config names
-    /// and listen. `addr` overrides the config's `[server] addr`; port 0 picks a free port.
+    /// Check the address (a non-loopback one needs tokens) and the `allowed_hosts` and
+    /// `cors_origins` lists, open the store the config names and listen. `addr` overrides the config's `[server] addr`; port 0 picks a free port.
     pub async fn bind(config: Config, addr: Option<&str>, tokens: Vec<String>) -> Result<Self, ServerError> {
         let addr = addr.unwrap_or(&config.server.addr).to_owned();
         let addrs: Vec<SocketAddr> = tokio::net::lookup_host(addr.as_str())
@@ -65,9 +71,11 @@ impl Server {
         if addrs.is_empty() {
             return Err(ServerError::Addr { addr, message: "it resolves to no address".into() });
         }
-        if tokens.iter().all(|t| t.trim().is_empty()) && addrs.iter().any(|a| !a.ip().is_loopback()) {
+        let has_tokens = tokens.iter().any(|t| !t.trim().is_empty());
+        if !has_tokens && addrs.iter().any(|a| !a.ip().is_loopback()) {
             return Err(ServerError::Exposed { addr, tokens_env: config.server.tokens_env.clone() });
         }
+        Allowed::from_config(&config.server, has_tokens)?;
         let store = redraft::store::open(&config).await?;
         let state = AppState::new(config, store, tokens)?;
         let listener =

@@ -88,6 +88,15 @@ pub struct ServerConfig {
     /// Command providers (`[providers.NAME]` with `type = "command"`) requests may use as their
     /// model. By default, none.
     pub command_providers: Vec<String>,
+    /// Host names (or addresses) the server answers to besides loopback (`localhost`,
+    /// `127.0.0.1`, `[::1]`), on any port: names a reverse proxy or `/etc/hosts` gives it.
+    /// Without tokens a request naming any other `Host` is refused (421), which shuts out DNS
+    /// rebinding; with tokens every host is served unless this lists some. By default, none.
+    pub allowed_hosts: Vec<String>,
+    /// Origins (`http://localhost:3000`) whose web pages may call the API: CORS preflights from
+    /// them are answered and their requests get `Access-Control-Allow-Origin`. Requests from a
+    /// page at any other origin are refused (403). By default, none: CORS is off.
+    pub cors_origins: Vec<String>,
     /// Upper bounds on what a request may ask (`[server.ceilings]`).
     pub ceilings: Ceilings,
 }
@@ -104,6 +113,8 @@ impl Default for ServerConfig {
             exec_allow: Vec::new(),
             http_allow: Vec::new(),
             command_providers: Vec::new(),
+            allowed_hosts: Vec::new(),
+            cors_origins: Vec::new(),
             ceilings: Ceilings::default(),
         }
     }

@@ -49,7 +49,12 @@ async fn a_body_over_the_limit_is_413() {
     assert_eq!((a.status, a.json["error"]["type"].as_str()), (413, Some("invalid_request_error")), "{}", a.text);
     // Without a Content-Length too (a streamed body).
     let chunks = futures_util::stream::iter(vec![Ok::<_, std::io::Error>(vec![b'{'; 2000])]);
-    let req = Request::builder().method("POST").uri("/v1/validate").body(Body::from_stream(chunks)).unwrap();
+    let req = Request::builder()
+        .method("POST")
+        .uri("/v1/validate")
+        .header("content-type", "application/json")
+        .body(Body::from_stream(chunks))
+        .unwrap();
     assert_eq!(h.send(req).await.status, 413);
 }
 

@@ -5,7 +5,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_debug_implementations)] // test code
 
 mod api;
-mod guards;
+mod browser;
+mod gate;
+mod hostile_exec;
 mod limits;
 mod openapi;
 mod proxy;
