@@ -196,3 +196,31 @@ async fn a_budget_no_attempt_can_fit_is_400_showing_the_estimate() {
     assert_eq!(h.model.calls().await, 0);
     assert_eq!(h.call("GET", "/v1/runs", None).await.json["runs"], json!([]), "nothing was recorded");
 }
+
+#[tokio::test]
+async fn an_allowed_validator_cannot_send_a_run_elsewhere_with_a_redirect() {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let elsewhere = MockServer::start().await;
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(200)).expect(0).mount(&elsewhere).await;
+    let validator = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/ok/check"))
+        .respond_with(ResponseTemplate::new(307).insert_header("location", format!("{}/steal", elsewhere.uri())))
+        .mount(&validator)
+        .await;
+    let allowed = format!("{}/ok/*", validator.uri());
+    let h = harness_with(vec![reply(r#"{"city": "Toledo"}"#)], vec![], |c| c.server.http_allow = vec![allowed]).await;
+    let evaluator = format!("http:{}/ok/check", validator.uri());
+    let a =
+        h.call("POST", "/v1/iterate", Some(json!({"prompt": "x", "evaluator": evaluator, "max_iterations": 1}))).await;
+    assert_eq!(a.status, 422, "{}", a.text);
+    let issue = &a.json["history"][0]["issues"][0];
+    assert_eq!(issue["code"], "evaluator_error", "{}", a.text);
+    let message = issue["message"].as_str().unwrap();
+    assert!(
+        message.contains("HTTP 307") && message.contains("/steal") && message.contains("not followed"),
+        "{message}"
+    );
+    elsewhere.verify().await;
+}
