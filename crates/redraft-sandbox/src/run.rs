@@ -63,7 +63,8 @@ pub async fn run(cmd: &Command) -> Result<Output, SandboxError> {
     let mut command = launch.command(cmd, &report_write);
     let mut child =
         command.spawn().map_err(|source| SandboxError::Spawn { program: launch.display.clone(), source })?;
-    drop(report_write);
+    // The supervisor holds its own copy; the plan's buffers are no longer needed here.
+    drop((report_write, command));
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();

@@ -164,9 +164,11 @@ pub(crate) enum Forked {
 
 /// `fork(2)`.
 pub(crate) fn fork() -> Result<Forked, Errno> {
-    // SAFETY: called only from the supervisor, a single-threaded process; glibc's `fork` there
-    // runs its at-fork handlers without taking locks (they are only taken when several threads
-    // exist), and each side continues with async-signal-safe code only (then `exec` in the child).
+    // SAFETY: called only from the supervisor, a single-threaded process. The at-fork handlers
+    // (the allocator's, stdio's, any library's) already ran around the fork that created it,
+    // which left the locks they guard consistent, and no other thread exists here to hold one,
+    // so running them again cannot deadlock. Each side then continues with async-signal-safe code
+    // only (and `exec`, in the child).
     match unsafe { libc::fork() } {
         -1 => Err(Errno::last()),
         0 => Ok(Forked::Child),
