@@ -1,6 +1,8 @@
 //! Issues from a verifier's output: compiler diagnostics (`file:line:col: message`, rustc's
 //! `--> file:line:col`, tsc's `file(line,col)`), pytest `FAILED` lines, cargo test panics,
-//! Jest-style `Expected:`/`Received:` pairs — else the last lines as one issue.
+//! Jest-style `Expected:`/`Received:` pairs — else the last lines as one issue. The text taken
+//! from the output is bounded ([`MAX_TEXT_CHARS`]), and [`bound_issues`] bounds the text of any
+//! list of issues (the feedback uses it with `feedback_max_chars`).
 
 use crate::issue::Issue;
 
@@ -14,9 +16,94 @@ pub const EXIT_STATUS: &str = "exit_status";
 /// At most this many issues are read from one output.
 pub const MAX_ISSUES: usize = 50;
 
+/// At most this many characters of a verifier's output go into the issues read from it (paths,
+/// codes and messages together); what does not fit is cut with a marker. The feedback a proposer
+/// reads is bounded again, by `feedback_max_chars`.
+pub const MAX_TEXT_CHARS: usize = 16_000;
+
+/// Messages cut to fewer characters than this keep only their head.
+const MIDDLE_CUT_MIN: usize = 40;
+
 /// Read the issues in a verifier's combined output. When nothing is recognised, the last
 /// `tail_lines` non-empty lines become one issue (`exit_status`), so a failure is never silent.
+/// At most [`MAX_TEXT_CHARS`] characters of the output are kept in them: an issue past that
+/// is cut in the middle, and a note on the last one kept says how many more were cut.
 pub fn issues_from_output(output: &str, tail_lines: usize) -> Vec<Issue> {
+    let mut issues = read_issues(output, tail_lines);
+    let dropped = bound_issues(&mut issues, MAX_TEXT_CHARS);
+    if dropped > 0
+        && let Some(last) = issues.last_mut()
+    {
+        last.message.push_str(&format!("\n[... {dropped} more issues cut ...]"));
+    }
+    issues
+}
+
+/// Keeps at most `max_chars` characters of issue text (path, code, message, `expected` and
+/// `found` together), in order. The issue that crosses the limit keeps its path and code when
+/// they fit, loses `expected` and `found`, and has its message cut in the middle with a marker
+/// `[... N characters cut ...]` (markers are not counted); the issues after it are dropped.
+/// Returns how many were dropped.
+pub fn bound_issues(issues: &mut Vec<Issue>, max_chars: usize) -> usize {
+    let mut left = max_chars;
+    for i in 0..issues.len() {
+        let Some(issue) = issues.get_mut(i) else { break };
+        let cost = text_chars(issue);
+        if cost <= left {
+            left -= cost;
+            continue;
+        }
+        if left == 0 {
+            let dropped = issues.len() - i;
+            issues.truncate(i);
+            return dropped;
+        }
+        issue.expected = None;
+        issue.found = None;
+        let (path, code) = (issue.path.chars().count(), issue.code.chars().count());
+        if path + code > left {
+            let path_room = path.min(left / 2);
+            issue.path = cut_middle(&issue.path, path_room);
+            issue.code = cut_middle(&issue.code, left - path_room);
+            issue.message = cut_middle(&issue.message, 0);
+        } else {
+            issue.message = cut_middle(&issue.message, left - path - code);
+        }
+        let dropped = issues.len() - (i + 1);
+        issues.truncate(i + 1);
+        return dropped;
+    }
+    0
+}
+
+/// The characters of an issue that come from what was checked or from the checker.
+fn text_chars(issue: &Issue) -> usize {
+    let value_chars = |v: &Option<Box<serde_json::Value>>| v.as_ref().map_or(0, |v| v.to_string().chars().count());
+    issue.path.chars().count()
+        + issue.code.chars().count()
+        + issue.message.chars().count()
+        + value_chars(&issue.expected)
+        + value_chars(&issue.found)
+}
+
+/// `text` cut to at most `max` of its characters: its head and tail around a marker saying how
+/// many characters were cut, or, below a few dozen characters, its head and the marker.
+pub fn cut_middle(text: &str, max: usize) -> String {
+    let total = text.chars().count();
+    if total <= max {
+        return text.to_owned();
+    }
+    let cut = total - max;
+    let byte_at = |n: usize| text.char_indices().nth(n).map_or(text.len(), |(i, _)| i);
+    if max < MIDDLE_CUT_MIN {
+        return format!("{}[... {cut} characters cut ...]", &text[..byte_at(max)]);
+    }
+    let head = max / 2;
+    let tail_start = byte_at(total - (max - head));
+    format!("{}\n[... {cut} characters cut ...]\n{}", &text[..byte_at(head)], &text[tail_start..])
+}
+
+fn read_issues(output: &str, tail_lines: usize) -> Vec<Issue> {
     let lines: Vec<&str> = output.lines().collect();
     let mut issues = Vec::new();
     let mut i = 0;
@@ -313,5 +400,61 @@ mod tests {
         // Prose with colons is not a diagnostic.
         check("Note: this is fine: really", &[("", EXIT_STATUS, "Note: this is fine: really")]);
         check("http://example.com:8080: refused", &[("", EXIT_STATUS, "http://example.com:8080: refused")]);
+    }
+
+    #[test]
+    fn a_huge_output_gives_bounded_issues_that_keep_the_end() {
+        // One endless line, then a summary: the tail issue keeps the summary.
+        let out = format!("{}\nsummary: 3 failed", "x".repeat(1 << 20));
+        let issues = issues_from_output(&out, 20);
+        assert_eq!(issues.len(), 1);
+        let message = &issues[0].message;
+        assert!(message.chars().filter(|&c| c == 'x').count() <= MAX_TEXT_CHARS, "{}", message.len());
+        assert!(message.ends_with("\nsummary: 3 failed"), "{}", &message[message.len() - 40..]);
+        assert!(
+            message.contains(&format!(
+                "[... {} characters cut ...]",
+                (1 << 20) + 18 - (MAX_TEXT_CHARS - EXIT_STATUS.len())
+            ))
+        );
+
+        // Many long diagnostics: the text is bounded and the cut is said.
+        let out: Vec<String> = (1..=40).map(|n| format!("src/a.c:{n}:1: error: {}", "y".repeat(1000))).collect();
+        let out = out.join("\n");
+        let issues = issues_from_output(&out, 20);
+        let kept: usize = issues.iter().map(|i| i.path.len() + i.code.len() + i.message.matches('y').count()).sum();
+        assert!(kept <= MAX_TEXT_CHARS, "{kept}");
+        assert!(issues.len() < 40);
+        assert!(issues.last().unwrap().message.ends_with("more issues cut ...]"), "{:?}", issues.last());
+    }
+
+    #[test]
+    fn bounding_keeps_whole_issues_cuts_the_one_that_crosses_and_drops_the_rest() {
+        let mut issues = vec![
+            Issue::new("/a", "type", "0123456789"),
+            Issue::new("/b", "rule:x", "a message that is far too long to fit in what is left of the budget"),
+            Issue::new("/c", "type", "dropped"),
+        ];
+        issues[1].found = Some(Box::new(serde_json::json!("found")));
+        let dropped = bound_issues(&mut issues, 16 + 8 + 10);
+        assert_eq!(dropped, 1);
+        assert_eq!(issues.len(), 2);
+        assert_eq!(issues[0].message, "0123456789");
+        assert_eq!((issues[1].path.as_str(), issues[1].code.as_str()), ("/b", "rule:x"));
+        assert_eq!(issues[1].message, "a message [... 57 characters cut ...]");
+        assert_eq!(issues[1].found, None);
+
+        let mut nothing_left = vec![Issue::new("", "c", "1234"), Issue::new("", "c", "more")];
+        assert_eq!(bound_issues(&mut nothing_left, 5), 1);
+        assert_eq!(nothing_left.len(), 1);
+    }
+
+    #[test]
+    fn middle_cuts_keep_head_and_tail_and_count_characters() {
+        let text = format!("{}{}", "é".repeat(50), "z".repeat(50));
+        let cut = cut_middle(&text, 40);
+        assert_eq!(cut, format!("{}\n[... 60 characters cut ...]\n{}", "é".repeat(20), "z".repeat(20)));
+        assert_eq!(cut_middle("short", 40), "short");
+        assert_eq!(cut_middle("abcdef", 2), "ab[... 4 characters cut ...]");
     }
 }

@@ -8,6 +8,7 @@ use minijinja::{Environment, UndefinedBehavior};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::diagnostics::bound_issues;
 use crate::issue::Issue;
 use crate::policy::PlanError;
 
@@ -99,6 +100,9 @@ Problems ({{ issues | length }}):
 {% for issue in issues %}
 {{ loop.index }}. {{ issue.path or "(root)" }}: {{ issue.message }} [{{ issue.code }}]
 {% endfor %}
+{% if issues_omitted %}
+[{{ issues_omitted }} more problems not shown]
+{% endif %}
 {% endif %}
 {% if schema %}
 
@@ -134,6 +138,9 @@ Problems ({{ p.issues | length }}):
 {% for issue in p.issues %}
 {{ loop.index }}. {{ issue.path or "(root)" }}: {{ issue.message }} [{{ issue.code }}]
 {% endfor %}
+{% if p.issues_omitted %}
+[{{ p.issues_omitted }} more problems not shown]
+{% endif %}
 {% endfor %}
 
 This is attempt {{ attempt }} of {{ max_attempts }}. Fix every problem above. {% if structured %}Return only the corrected JSON value, with no explanation.{% else %}Return only the corrected answer, with no explanation.{% endif %}
@@ -150,7 +157,10 @@ pub struct PriorAttempt {
     pub echo_chars: usize,
     /// A code fence longer than any run of backticks in the echo.
     pub fence: String,
+    /// The issues, their text bounded like the echo (see [`PriorAttempt::new`]).
     pub issues: Vec<Issue>,
+    /// How many issues were left out to keep within the bound.
+    pub issues_omitted: usize,
     pub repeat_of: Option<u32>,
     pub timed_out: bool,
     /// The answer was cut off at the output token limit (set by the engine; `false` by default).
@@ -158,8 +168,13 @@ pub struct PriorAttempt {
 }
 
 impl PriorAttempt {
-    /// Describe an attempt whose submission was `echo`, truncating it to `max_chars`.
+    /// Describe an attempt whose submission was `echo`, truncating it to `max_chars`. The text of
+    /// the issues (whatever evaluator raised them, a verifier's output included) is bounded to
+    /// `max_chars` as well: the issue that crosses it is cut in the middle with a marker and the
+    /// ones after it are counted in `issues_omitted` (see [`bound_issues`]).
     pub fn new(iteration: u32, echo: &str, max_chars: usize, issues: Vec<Issue>, repeat_of: Option<u32>) -> Self {
+        let mut issues = issues;
+        let issues_omitted = bound_issues(&mut issues, max_chars);
         let echo_chars = echo.chars().count();
         let (echo, echo_truncated) = truncate_chars(echo, max_chars);
         let echo_shown = echo.chars().count();
@@ -172,6 +187,7 @@ impl PriorAttempt {
             echo_chars,
             fence,
             issues,
+            issues_omitted,
             repeat_of,
             timed_out: false,
             cut_off: false,
@@ -533,6 +549,40 @@ mod tests {
     fn truncates_by_characters() {
         assert_eq!(truncate_chars("héllo", 2), ("hé".to_owned(), true));
         assert_eq!(truncate_chars("hé", 2), ("hé".to_owned(), false));
+    }
+
+    #[test]
+    fn the_feedback_carries_at_most_max_chars_of_issue_text_and_says_what_was_cut() {
+        let issues: Vec<Issue> =
+            (1..=30).map(|n| Issue::new(format!("t.py:{n}"), "exit_status", "x".repeat(1000))).collect();
+        let prior = PriorAttempt::new(1, "{}", 4000, issues, None);
+        assert_eq!(prior.issues_omitted, 30 - prior.issues.len());
+        let prompts = Prompts::new(&Templates::default()).unwrap();
+        let feedback = prompts
+            .feedback(&Feedback {
+                attempt: 2,
+                max_attempts: 3,
+                previous: 1,
+                structured: true,
+                prior: &prior,
+                schema: None,
+                example: None,
+            })
+            .unwrap();
+        let fresh = prompts
+            .fresh(&FreshPrompt {
+                first: "Fix it.",
+                attempt: 2,
+                max_attempts: 3,
+                structured: true,
+                prior: std::slice::from_ref(&prior),
+            })
+            .unwrap();
+        for text in [feedback, fresh] {
+            assert!(text.matches('x').count() <= 4000, "{}", text.matches('x').count());
+            assert!(text.contains(" characters cut ...]"), "{text}");
+            assert!(text.contains(&format!("[{} more problems not shown]", prior.issues_omitted)), "{text}");
+        }
     }
 
     #[test]

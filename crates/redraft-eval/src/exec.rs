@@ -6,6 +6,12 @@
 //! backticks, quotes or newlines cannot execute. Exit 0 passes; anything else fails with the
 //! issues read from the output. A JSON object `{"score": x, "issues": [...]}` on stdout is a
 //! graded verdict.
+//!
+//! The command runs under `redraft_sandbox`'s supervisor: at the timeout, when the evaluation is
+//! cancelled, and for whatever it leaves behind when it exits, every process it started is
+//! killed, including processes that called `setsid` or double-forked. Stdout and stderr are kept
+//! together up to 1 MiB (head and tail of a longer stream), and the issues read from them carry
+//! at most `diagnostics::MAX_TEXT_CHARS` characters of it.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -40,7 +46,7 @@ impl ExecEvaluator {
         }
     }
 
-    /// Kill the command (its whole process group) after this long. By default, 120 s.
+    /// Kill the command, and every process it started, after this long. By default, 120 s.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
@@ -182,5 +188,123 @@ impl Evaluator for ExecEvaluator {
     async fn evaluate(&self, input: EvalInput<'_>) -> Result<Verdict, EvaluatorError> {
         let out = self.run(input.artifact).await?;
         self.verdict(&out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// A `sleep` duration no other process uses, to find the sleepers by their command line.
+    fn sleep_token() -> String {
+        static NEXT: AtomicU32 = AtomicU32::new(1);
+        format!("30.{}{:03}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Live (non-zombie) processes whose command line contains `token`.
+    fn live_with(token: &str) -> Vec<u32> {
+        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+        entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                let state = stat.rsplit(')').next().unwrap_or("").trim_start().chars().next();
+                String::from_utf8_lossy(&cmdline).contains(token) && !matches!(state, None | Some('Z' | 'X'))
+            })
+            .collect()
+    }
+
+    /// Polls `check` every 20 ms until it holds, for at most 5 s.
+    async fn eventually(mut check: impl FnMut() -> bool) -> bool {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            if check() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        check()
+    }
+
+    /// A script starting a sleeper in a session of its own, waiting until it runs, then `rest`.
+    fn escaping(token: &str, rest: &str) -> String {
+        format!(
+            "setsid sh -c 'echo $$ > escapee.tmp; mv escapee.tmp escapee; exec sleep {token}' >/dev/null 2>&1 &
+             while [ ! -e escapee ]; do sleep 0.01; done; {rest}"
+        )
+    }
+
+    fn escapee(dir: &Path) -> u32 {
+        std::fs::read_to_string(dir.join("escapee")).unwrap().trim().parse().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_verifier_that_escapes_with_setsid_is_killed_at_the_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = sleep_token();
+        let ev =
+            ExecEvaluator::new(escaping(&token, &format!("sleep {token}")), dir.path()).timeout(Duration::from_secs(2));
+        let out = ev.run(&json!({"n": 1})).await.unwrap();
+        assert!(out.timed_out, "{out:?}");
+        let verdict = ev.verdict(&out).unwrap();
+        assert!(!verdict.passed && verdict.issues[0].code == codes::TIMEOUT, "{verdict:?}");
+        let pid = escapee(dir.path());
+        assert!(
+            eventually(|| live_with(&token).is_empty()).await,
+            "left running: {:?} (escapee {pid})",
+            live_with(&token)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_verifier_leaves_nothing_behind_when_it_exits() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = sleep_token();
+        let ev = ExecEvaluator::new(escaping(&token, "echo 'test.py:3: assert 1 == 2'; exit 1"), dir.path());
+        let out = ev.run(&json!({"n": 1})).await.unwrap();
+        let verdict = ev.verdict(&out).unwrap();
+        assert!(!verdict.passed && verdict.issues[0].path == "test.py:3", "{verdict:?}");
+        let pid = escapee(dir.path());
+        assert!(live_with(&token).is_empty(), "left running: {:?} (escapee {pid})", live_with(&token));
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_evaluation_kills_the_verifier_and_what_it_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = sleep_token();
+        let ev = ExecEvaluator::new(escaping(&token, &format!("sleep {token}")), dir.path());
+        let artifact = json!({"n": 1});
+        let mut running = Box::pin(ev.run(&artifact));
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !dir.path().join("escapee").exists() {
+            assert!(std::time::Instant::now() < deadline, "the escapee did not start");
+            assert!(tokio::time::timeout(Duration::from_millis(50), &mut running).await.is_err(), "run finished");
+        }
+        assert!(!live_with(&token).is_empty());
+        drop(running);
+        assert!(eventually(|| live_with(&token).is_empty()).await, "left running: {:?}", live_with(&token));
+    }
+
+    #[tokio::test]
+    async fn a_gibibyte_of_verifier_output_is_capped_and_its_issue_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let ev = ExecEvaluator::new(
+            "head -c 1073741824 /dev/zero | tr '\\0' x; echo; echo '1 failed, 2 passed'; exit 1",
+            dir.path(),
+        );
+        let out = ev.run(&json!({"n": 1})).await.unwrap();
+        assert_eq!(out.status, Some(1), "{:?}", (out.signal, out.timed_out));
+        assert!(out.stdout.len() + out.stderr.len() <= redraft_sandbox::DEFAULT_OUTPUT_CAP, "{}", out.stdout.len());
+        let verdict = ev.verdict(&out).unwrap();
+        let x: usize = verdict.issues.iter().map(|i| i.message.matches('x').count()).sum();
+        assert!(x <= diagnostics::MAX_TEXT_CHARS, "{x} characters of output in the issues");
+        assert!(verdict.issues.iter().any(|i| i.message.ends_with("1 failed, 2 passed")), "{:?}", verdict.issues.len());
     }
 }

@@ -6,13 +6,22 @@
 //! `$REDRAFT_ITERATION` and `$REDRAFT_MAX_ITERATIONS` set. Its stdout is the raw output. A
 //! line `{"usage": {"input_tokens": n, "output_tokens": m, "cost_usd": x}}` on stderr is taken
 //! as reported usage.
+//!
+//! The agent runs under `redraft_sandbox`'s supervisor: at the timeout, when the attempt is
+//! cancelled, and for whatever it leaves behind when it exits, every process it started is
+//! killed, including processes that called `setsid` or double-forked. Its stdout and stderr are
+//! kept together up to 1 MiB.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use redraft_core::diagnostics::cut_middle;
 use redraft_core::{ChatProvider, ChatRequest, ChatResponse, ProviderError, Usage};
 use redraft_sandbox::{Command, Output, Program, Sandbox, shell_quote};
 use serde_json::Value;
+
+/// At most this many characters of the agent's stderr go into the error when it fails.
+pub const FAILURE_TAIL_CHARS: usize = 2000;
 
 /// How the agent is started.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +58,7 @@ impl CommandProvider {
         }
     }
 
-    /// Kill the agent (its whole process group) after this long. By default, 120 s.
+    /// Kill the agent, and every process it started, after this long. By default, 120 s.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
@@ -139,7 +148,9 @@ impl ChatProvider for CommandProvider {
         if self.require_success && !out.success() {
             let tail: Vec<&str> = out.stderr.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect();
             let status = out.status.map(|c| format!("status {c}")).unwrap_or_else(|| "a signal".to_owned());
-            return Err(self.failed(format!("exited with {status}: {}", tail.join("\n"))));
+            return Err(
+                self.failed(format!("exited with {status}: {}", cut_middle(&tail.join("\n"), FAILURE_TAIL_CHARS)))
+            );
         }
         let (usage, cost_usd) = match reported_usage(&out.stderr) {
             Some((u, c)) => (Some(u), c),
@@ -161,5 +172,70 @@ mod tests {
         assert_eq!(u, Usage { input_tokens: 120, output_tokens: 30 });
         assert_eq!(c, Some(0.002));
         assert!(reported_usage("{\"other\": 1}\nplain").is_none());
+    }
+
+    /// Live (non-zombie) processes whose command line contains `token`.
+    fn live_with(token: &str) -> Vec<u32> {
+        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+        entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                let state = stat.rsplit(')').next().unwrap_or("").trim_start().chars().next();
+                String::from_utf8_lossy(&cmdline).contains(token) && !matches!(state, None | Some('Z' | 'X'))
+            })
+            .collect()
+    }
+
+    fn sleep_token() -> String {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+        format!("30.{}{:03}", std::process::id(), NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+
+    fn request() -> ChatRequest {
+        ChatRequest::new(vec![redraft_core::Message::user("fix it")])
+    }
+
+    /// An agent that starts a sleeper in a session of its own, waits until it runs, then `rest`.
+    fn escaping_agent(dir: &std::path::Path, token: &str, rest: &str) -> CommandProvider {
+        let script = format!(
+            "cat > /dev/null; setsid sh -c 'echo $$ > escapee.tmp; mv escapee.tmp escapee; exec sleep {token}' >/dev/null 2>&1 &
+             while [ ! -e escapee ]; do sleep 0.01; done; {rest}"
+        );
+        CommandProvider::new("agent", AgentCommand::Shell(script), dir)
+    }
+
+    #[tokio::test]
+    async fn an_agent_that_escapes_with_setsid_is_killed_at_the_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = sleep_token();
+        let agent = escaping_agent(dir.path(), &token, &format!("sleep {token}")).timeout(Duration::from_secs(2));
+        let err = agent.complete(&request()).await.unwrap_err();
+        assert!(err.to_string().contains("took longer than"), "{err}");
+        assert!(dir.path().join("escapee").exists());
+        // Gone by the time the call returns: the supervisor waits for the last process.
+        assert!(live_with(&token).is_empty(), "left running: {:?}", live_with(&token));
+    }
+
+    #[tokio::test]
+    async fn an_agent_leaves_nothing_behind_when_it_exits() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = sleep_token();
+        let agent = escaping_agent(dir.path(), &token, "echo '{\"answer\": 42}'");
+        let response = agent.complete(&request()).await.unwrap();
+        assert_eq!(response.text, "{\"answer\": 42}\n");
+        assert!(live_with(&token).is_empty(), "left running: {:?}", live_with(&token));
+    }
+
+    #[tokio::test]
+    async fn a_failing_agent_with_huge_stderr_gives_a_bounded_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = "head -c 3000000 /dev/zero | tr '\\0' e >&2; echo >&2; echo 'the real reason' >&2; exit 2";
+        let agent = CommandProvider::new("agent", AgentCommand::Shell(script.into()), dir.path());
+        let message = agent.complete(&request()).await.unwrap_err().to_string();
+        assert!(message.chars().count() < FAILURE_TAIL_CHARS + 200, "{}", message.len());
+        assert!(message.contains("exited with status 2") && message.ends_with("the real reason"), "{message:.200}");
     }
 }

@@ -1,21 +1,19 @@
 //! Bubblewrap: finding a working `bwrap` and building its command line.
 //!
 //! The sandboxed command runs as `bwrap [mounts] [--unshare-net] --unshare-pid --die-with-parent
-//! --chdir WORKDIR -- PROGRAM…`, and `bwrap` is the leader of the command's process group. There is
-//! deliberately no `--new-session`: it would move the command into a session (and process group)
-//! of its own, out of reach of the group signals. Instead three mechanisms overlap:
+//! --chdir WORKDIR -- PROGRAM…`, and `bwrap` is the process the supervisor forks. Two mechanisms
+//! overlap:
 //!
-//! - every process in the sandbox stays in the group, so `SIGTERM`/`SIGKILL` to the group reach
-//!   them directly;
+//! - every process in the sandbox is a descendant of the supervisor, which signals each of them
+//!   (by its pid outside the namespace) at the timeout, on cancellation, and when `bwrap` exits;
 //! - `--unshare-pid` gives the sandbox a PID namespace whose init is bwrap's own child: when it
-//!   dies, the kernel kills everything left in the namespace, even processes that left the group;
-//! - `--die-with-parent` kills that init when `bwrap` (the group leader) dies, and kills `bwrap`
-//!   when this process dies without cleaning up (the death signal follows the spawning *thread*;
-//!   tokio's worker threads live as long as the runtime).
+//!   dies, the kernel kills everything left in the namespace; `--die-with-parent` kills that init
+//!   when `bwrap` dies, and kills `bwrap` when the supervisor dies. That covers even a process that
+//!   kills the supervisor.
 //!
-//! One consequence: `bwrap` does not handle `SIGTERM`, so the group's `SIGTERM` kills it and, with
-//! it, the whole sandbox. A sandboxed command that traps `SIGTERM` may or may not get to clean up
-//! before that; the grace period is best-effort under bubblewrap.
+//! One consequence: `bwrap` does not handle `SIGTERM`, so the `SIGTERM` at the timeout kills it
+//! and, with it, the whole sandbox. A sandboxed command that traps `SIGTERM` may or may not get to
+//! clean up before that; the grace period is best-effort under bubblewrap.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::PermissionsExt;

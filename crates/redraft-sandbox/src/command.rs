@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use crate::Sandbox;
 
-/// How long a command may run before its process group is terminated.
+/// How long a command may run before it and every process it started are terminated.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
-/// How long a terminated command gets between `SIGTERM` and `SIGKILL`.
+/// How long a terminated command (or a process it left behind) gets between `SIGTERM` and `SIGKILL`.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
-/// How many bytes of stdout, and of stderr, are kept (1 MiB each).
+/// How many bytes of output are kept, stdout and stderr together (1 MiB in all).
 pub const DEFAULT_OUTPUT_CAP: usize = 1 << 20;
 
 /// What to run.
@@ -42,13 +42,16 @@ pub struct Command {
     pub env: Vec<(String, String)>,
     /// Bytes written to the command's stdin, which is then closed. By default, `None`: stdin is `/dev/null`.
     pub stdin: Option<Vec<u8>>,
-    /// How long the command may run before its process group is terminated. By default, [`DEFAULT_TIMEOUT`] (120 s).
+    /// How long the command may run before it and every process it started are terminated. By
+    /// default, [`DEFAULT_TIMEOUT`] (120 s).
     pub timeout: Duration,
-    /// How long a terminated process group gets between `SIGTERM` and `SIGKILL`. By default,
-    /// [`DEFAULT_KILL_GRACE`] (2 s).
+    /// How long terminated processes get between `SIGTERM` and `SIGKILL`: at the timeout, and for
+    /// processes the command leaves behind when it exits. By default, [`DEFAULT_KILL_GRACE`] (2 s).
     pub kill_grace: Duration,
-    /// How many bytes of stdout, and separately of stderr, are kept; the rest is read and dropped.
-    /// By default, [`DEFAULT_OUTPUT_CAP`] (1 MiB).
+    /// How many bytes of output are kept, stdout and stderr together. A stream that fits in half
+    /// of it is kept whole; what does not fit is cut from the middle of a stream, keeping its head
+    /// and its tail, with a marker `[... N bytes cut ...]` (counted in the cap). The rest is read
+    /// and dropped. By default, [`DEFAULT_OUTPUT_CAP`] (1 MiB in all).
     pub output_cap: usize,
     /// Isolation: clean environment, resource limits, bubblewrap. By default, `None`: the command
     /// inherits this process's environment and limits.
@@ -117,7 +120,7 @@ impl Command {
         self
     }
 
-    /// Sets how many bytes of each output stream are kept.
+    /// Sets how many bytes of output are kept, stdout and stderr together.
     #[must_use]
     pub fn output_cap(mut self, bytes: usize) -> Self {
         self.output_cap = bytes;
@@ -146,15 +149,15 @@ pub struct Output {
     pub status: Option<i32>,
     /// The signal that killed the command, if one did.
     pub signal: Option<i32>,
-    /// The first [`Command::output_cap`] bytes of stdout, as lossy UTF-8.
+    /// Stdout as lossy UTF-8; with stderr, at most [`Command::output_cap`] bytes.
     pub stdout: String,
-    /// The first [`Command::output_cap`] bytes of stderr, as lossy UTF-8.
+    /// Stderr as lossy UTF-8; with stdout, at most [`Command::output_cap`] bytes.
     pub stderr: String,
-    /// Whether stdout was longer than the cap.
+    /// Whether part of stdout was cut to fit the cap (a marker in `stdout` says where and how much).
     pub stdout_truncated: bool,
-    /// Whether stderr was longer than the cap.
+    /// Whether part of stderr was cut to fit the cap (a marker in `stderr` says where and how much).
     pub stderr_truncated: bool,
-    /// Whether the command ran out of time and its process group was terminated.
+    /// Whether the command ran out of time and was terminated with every process it started.
     pub timed_out: bool,
     /// Wall time from spawn to the end of output capture.
     pub duration: Duration,

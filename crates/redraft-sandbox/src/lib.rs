@@ -1,17 +1,24 @@
-//! Run verifier and agent commands for redraft: each in its own process group, with a timeout,
-//! stdout and stderr captured and capped, stdin fed and closed, and an optional sandbox.
+//! Run verifier and agent commands for redraft: each under a supervisor of its own, with a
+//! timeout, stdout and stderr captured under one cap, stdin fed and closed, and an optional
+//! sandbox.
 //!
 //! Two decisions shape the crate:
 //!
-//! - **The whole group dies.** Every command leads a new process group. At the timeout the group
-//!   gets `SIGTERM`, then `SIGKILL` after a grace period; processes a command leaves behind when
-//!   it exits get the same; dropping the [`run`] future (cancellation) sends `SIGKILL` to the
-//!   group at once. No grandchild outlives its run. (A process that deliberately leaves the group
-//!   with `setsid` or `setpgid` escapes this, except under bubblewrap, whose PID namespace is
-//!   torn down with the command.)
+//! - **Every process the command started dies with it.** [`run`] spawns a small supervisor
+//!   process that forks the command and is a *child subreaper*: orphans below it are re-parented
+//!   to it, so it sees every descendant of the command, including processes that double-fork or
+//!   leave the process group with `setsid` or `setpgid`. When the command exits, the processes it
+//!   left behind get `SIGTERM`, then `SIGKILL` after a grace period; at the timeout every process
+//!   of the command gets the same; dropping the [`run`] future (cancellation), or this process
+//!   dying, kills them all at once. The supervisor exits only when none is left.
 //! - **Never unsandboxed when isolation was asked for.** A [`Sandbox`] with network off or a
 //!   read-only root needs bubblewrap; when `bwrap` is missing or cannot create a sandbox, [`run`]
 //!   refuses ([`SandboxError::BwrapMissing`], [`SandboxError::BwrapUnusable`]) and nothing runs.
+//!
+//! What the supervisor cannot stop: a process of the command that kills the supervisor itself
+//! (any process of the same user may signal it) leaves its descendants to init, and a process
+//! started by another process outside the command's tree (a daemon, `systemd-run`, `at`, `ssh`)
+//! was never below it. Bubblewrap's PID namespace covers the first case.
 //!
 //! A timeout is not an error: [`run`] returns an [`Output`] with `timed_out` set.
 //!
@@ -29,16 +36,23 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Unix only; bubblewrap and the checks for leftover processes (`/proc`) are Linux's.
+//! Linux only: the supervisor relies on `prctl(PR_SET_CHILD_SUBREAPER)` and `/proc`.
+
+#[cfg(not(target_os = "linux"))]
+compile_error!("redraft-sandbox needs Linux: it supervises commands with PR_SET_CHILD_SUBREAPER and /proc");
 
 mod bwrap;
+mod capture;
 mod command;
+mod control;
 mod error;
-mod group;
 mod limits;
 mod quote;
 mod run;
 mod sandbox;
+mod supervisor;
+mod sys;
+mod tree;
 
 pub use bwrap::bwrap_available;
 pub use command::{Command, DEFAULT_KILL_GRACE, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT, Output, Program};

@@ -1,6 +1,5 @@
-//! Resource limits, applied in the child between `fork` and `exec`. This module holds the
-//! crate's only `unsafe`: registering that `pre_exec` hook.
-#![allow(unsafe_code)]
+//! Resource limits, resolved in the parent and applied in the command's process between `fork`
+//! and `exec` (never in the supervisor).
 
 use std::io;
 
@@ -41,22 +40,11 @@ impl Limits {
         Ok(limits)
     }
 
-    /// Registers a `pre_exec` hook setting the limits (soft = hard) in the child, if there are any.
-    pub(crate) fn install(self, command: &mut tokio::process::Command) {
-        if self.slots.iter().all(Option::is_none) {
-            return;
-        }
-        // SAFETY: the hook runs in the forked child before `exec`, where only async-signal-safe
-        // calls are allowed. It owns a `Copy` array (no heap, no locks, nothing shared with the
-        // parent) and only calls `setrlimit(2)` through `rlimit::setrlimit`, which allocates
-        // nothing for supported resources (checked in `Limits::of`, in the parent) and reports
-        // failure with `io::Error::last_os_error()`, which does not allocate either.
-        unsafe {
-            command.pre_exec(move || self.apply());
-        }
-    }
-
-    fn apply(&self) -> io::Result<()> {
+    /// Sets the limits (soft = hard) in this process. Called in the command's process between
+    /// `fork` and `exec`, so it only calls `setrlimit(2)` through `rlimit::setrlimit`, which
+    /// allocates nothing for supported resources (checked in [`Limits::of`], in the parent) and
+    /// reports failure with `io::Error::last_os_error()`, which does not allocate either.
+    pub(crate) fn apply(&self) -> io::Result<()> {
         for &(resource, value) in self.slots.iter().flatten() {
             rlimit::setrlimit(resource, value, value)?;
         }

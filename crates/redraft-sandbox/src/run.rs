@@ -2,40 +2,49 @@
 
 use std::ffi::OsString;
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::ChildStdin;
 
 use crate::bwrap::{self, Probe};
-use crate::group::Group;
+use crate::capture::{self, Stream};
+use crate::control::Supervised;
 use crate::limits::Limits;
-use crate::{Command, Output, Program, SandboxError};
+use crate::supervisor::Plan;
+use crate::{Command, Output, Program, SandboxError, sys};
 
-/// How long output is still read after the whole group is gone. Pipes normally reach end-of-file
-/// at once; only a process that left the group (and still holds them) makes this wait matter.
+/// How long output is still read after the supervisor is gone. Pipes normally reach end-of-file
+/// at once; only a process that escaped (by killing its supervisor) and still holds them makes
+/// this wait matter.
 const DRAIN_LIMIT: Duration = Duration::from_millis(500);
 
-/// Runs `cmd` as the leader of a new process group and returns what it did.
+/// Runs `cmd` under a supervisor of its own and returns what it did.
 ///
-/// Stdout and stderr are captured concurrently, each up to [`Command::output_cap`] bytes (the rest
-/// is read and dropped, so the command never blocks on a full pipe); stdin gets
-/// [`Command::stdin`] and is closed. When the command exits, processes it left behind in its group
-/// get `SIGTERM`, then `SIGKILL` after [`Command::kill_grace`]. At [`Command::timeout`] the whole
-/// group gets the same, and the result has `timed_out` set: a timeout is not an error. Dropping the
-/// returned future sends `SIGKILL` to the whole group.
+/// The supervisor is a child process that forks the command and stays until every process below
+/// it is gone: it is a child subreaper, so processes that double-fork, call `setsid` or change
+/// their process group are still below it. When the command exits, the processes it left behind
+/// get `SIGTERM`, then `SIGKILL` after [`Command::kill_grace`]. At [`Command::timeout`] every
+/// process of the command gets the same, and the result has `timed_out` set: a timeout is not an
+/// error. Dropping the returned future (cancellation) kills every process of the command at once,
+/// and so does this process dying.
+///
+/// Stdout and stderr are read concurrently and kept together up to [`Command::output_cap`] bytes:
+/// what does not fit is cut from the middle of a stream, keeping its head and tail, with a marker
+/// saying how many bytes were cut (the rest is read and dropped, so the command never blocks on a
+/// full pipe). Stdin gets [`Command::stdin`] and is closed.
 ///
 /// With a [`Sandbox`](crate::Sandbox) the environment is cleared (then [`PASSED_ENV`](crate::PASSED_ENV),
 /// [`Sandbox::env`](crate::Sandbox::env) and [`Command::env`]), resource limits are set in the
-/// child before `exec`, and when the sandbox wants network off or a read-only root the command
+/// command before `exec`, and when the sandbox wants network off or a read-only root the command
 /// runs under bubblewrap, checked for at each call: without a working `bwrap` this returns
 /// [`SandboxError::BwrapMissing`] or [`SandboxError::BwrapUnusable`] and runs nothing. Under
 /// bubblewrap a command killed by signal N is reported as exit code 128 + N (bubblewrap's own
-/// exit code), unless the group was terminated.
+/// exit code), unless it was terminated.
 ///
 /// Timeouts use tokio's clock: under a paused clock (`start_paused` tests) they fire as soon as
 /// the runtime is idle, which it is while waiting for a real process, so test real commands
@@ -48,23 +57,26 @@ const DRAIN_LIMIT: Duration = Duration::from_millis(500);
 pub async fn run(cmd: &Command) -> Result<Output, SandboxError> {
     let launch = Launch::prepare(cmd).await?;
     let started = Instant::now();
-    let child = launch
-        .command_wrap(cmd)
-        .spawn()
-        .map_err(|source| SandboxError::Spawn { program: launch.display.clone(), source })?;
-    let mut group = Group::new(child).map_err(|source| SandboxError::Io { what: "starting the command", source })?;
-    tracing::debug!(pid = group.pgid, program = %launch.display, "started a command");
+    let io_error = |what| move |source| SandboxError::Io { what, source };
+    // The supervisor writes a byte to this pipe when the command ends.
+    let (report_read, report_write) = report_pipe().map_err(io_error("starting the command"))?;
+    let mut command = launch.command(cmd, &report_write);
+    let mut child =
+        command.spawn().map_err(|source| SandboxError::Spawn { program: launch.display.clone(), source })?;
+    // The supervisor holds its own copy; the plan's buffers are no longer needed here.
+    drop((report_write, command));
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let mut supervised = Supervised::new(child, report_read).map_err(io_error("starting the command"))?;
+    tracing::debug!(pid = supervised.pid(), program = %launch.display, "started a command");
 
-    let stdin = group.child.stdin().take();
-    let stdout = group.child.stdout().take();
-    let stderr = group.child.stderr().take();
-    let mut out = Capture::new(cmd.output_cap);
-    let mut err = Capture::new(cmd.output_cap);
-
+    let mut out = Stream::new(cmd.output_cap);
+    let mut err = Stream::new(cmd.output_cap);
     let (exit, pipes) = {
         let pipes =
             async { tokio::join!(pump(stdout, &mut out), pump(stderr, &mut err), feed(stdin, cmd.stdin.as_deref())) };
-        let control = group.supervise(cmd.timeout, cmd.kill_grace);
+        let control = supervised.supervise(cmd.timeout, cmd.kill_grace);
         tokio::pin!(pipes, control);
         let mut finished_pipes = None;
         let exit = tokio::select! {
@@ -78,29 +90,40 @@ pub async fn run(cmd: &Command) -> Result<Output, SandboxError> {
             match tokio::time::timeout(DRAIN_LIMIT, &mut pipes).await {
                 Ok(done) => finished_pipes = Some(done),
                 Err(_) => tracing::warn!(
-                    "the command's output pipes are still open after its process group is gone (a process left the group?); keeping what was read"
+                    "the command's output pipes are still open after its supervisor is gone (a process escaped?); keeping what was read"
                 ),
             }
         }
         (exit, finished_pipes)
     };
-    let (status, timed_out) = exit.map_err(|source| SandboxError::Io { what: "waiting for the command", source })?;
+    let (status, timed_out) = exit.map_err(io_error("waiting for the command"))?;
     if let Some((read_out, read_err, write_in)) = pipes {
-        read_out.map_err(|source| SandboxError::Io { what: "reading the command's stdout", source })?;
-        read_err.map_err(|source| SandboxError::Io { what: "reading the command's stderr", source })?;
-        write_in.map_err(|source| SandboxError::Io { what: "writing the command's stdin", source })?;
+        read_out.map_err(io_error("reading the command's stdout"))?;
+        read_err.map_err(io_error("reading the command's stderr"))?;
+        write_in.map_err(io_error("writing the command's stdin"))?;
     }
 
+    let [(stdout, stdout_truncated), (stderr, stderr_truncated)] = capture::finish(&out, &err, cmd.output_cap);
     Ok(Output {
         status: status.code(),
         signal: status.signal(),
-        stdout: String::from_utf8_lossy(&out.bytes).into_owned(),
-        stderr: String::from_utf8_lossy(&err.bytes).into_owned(),
-        stdout_truncated: out.truncated,
-        stderr_truncated: err.truncated,
+        stdout,
+        stderr,
+        stdout_truncated,
+        stderr_truncated,
         timed_out,
         duration: started.elapsed(),
     })
+}
+
+/// A pipe for the supervisor's report, both ends close-on-exec (the command never sees it). The
+/// write end is above 2, where the spawner's stdio setup cannot overwrite it.
+fn report_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (read, write) = io::pipe()?;
+    let write = OwnedFd::from(write);
+    // `try_clone` duplicates to the lowest free descriptor from 3 up.
+    let write = if write.as_raw_fd() <= 2 { write.try_clone()? } else { write };
+    Ok((OwnedFd::from(read), write))
 }
 
 /// Everything checked and resolved before spawning.
@@ -181,19 +204,21 @@ impl Launch {
         Launch { program, args: argv, display, workdir, clean_env, limits }
     }
 
-    fn command_wrap(&self, cmd: &Command) -> CommandWrap {
-        let mut wrap = CommandWrap::with_new(&self.program, |command| {
-            command.args(&self.args).current_dir(&self.workdir);
-            command.stdin(if cmd.stdin.is_some() { Stdio::piped() } else { Stdio::null() });
-            command.stdout(Stdio::piped()).stderr(Stdio::piped());
-            if let Some(vars) = &self.clean_env {
-                command.env_clear().envs(vars.iter().map(|(k, v)| (k, v)));
-            }
-            command.envs(cmd.env.iter().map(|(k, v)| (k, v)));
-            self.limits.install(command);
-        });
-        wrap.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
-        wrap
+    /// The command to spawn: the supervisor, which forks the program.
+    fn command(&self, cmd: &Command, report: &OwnedFd) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(&self.program);
+        command.args(&self.args).current_dir(&self.workdir);
+        command.stdin(if cmd.stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+        command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        if let Some(vars) = &self.clean_env {
+            command.env_clear().envs(vars.iter().map(|(k, v)| (k, v)));
+        }
+        command.envs(cmd.env.iter().map(|(k, v)| (k, v)));
+        // The supervisor leads a new process group, which the command joins: a last resort for
+        // redraft, and out of reach of the terminal's Ctrl-C (redraft itself handles that).
+        command.process_group(0);
+        sys::supervise_in_child(&mut command, Plan::new(cmd.kill_grace, self.limits, report.as_raw_fd()));
+        command
     }
 }
 
@@ -204,29 +229,8 @@ async fn check_dir(dir: &Path) -> Result<(), SandboxError> {
     if meta.is_dir() { Ok(()) } else { Err(fail(io::ErrorKind::NotADirectory.into())) }
 }
 
-/// The first `cap` bytes of a stream, and whether there were more.
-#[derive(Debug)]
-struct Capture {
-    cap: usize,
-    bytes: Vec<u8>,
-    truncated: bool,
-}
-
-impl Capture {
-    fn new(cap: usize) -> Self {
-        Capture { cap, bytes: Vec::new(), truncated: false }
-    }
-
-    fn push(&mut self, chunk: &[u8]) {
-        let room = self.cap.saturating_sub(self.bytes.len());
-        let kept = chunk.len().min(room);
-        self.bytes.extend_from_slice(&chunk[..kept]);
-        self.truncated |= kept < chunk.len();
-    }
-}
-
 /// Reads `pipe` to its end into `sink`.
-async fn pump<R: AsyncRead + Unpin>(pipe: Option<R>, sink: &mut Capture) -> io::Result<()> {
+async fn pump<R: AsyncRead + Unpin>(pipe: Option<R>, sink: &mut Stream) -> io::Result<()> {
     let Some(mut pipe) = pipe else { return Ok(()) };
     let mut chunk = vec![0; 64 * 1024];
     loop {
@@ -252,20 +256,4 @@ async fn feed(pipe: Option<ChildStdin>, data: Option<&[u8]>) -> io::Result<()> {
         _ => Ok(()),
     }
     // `pipe` is dropped here, closing the command's stdin.
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn capture_keeps_the_first_bytes_and_flags_the_rest() {
-        let mut capture = Capture::new(5);
-        capture.push(b"abc");
-        assert!(!capture.truncated);
-        capture.push(b"de");
-        assert_eq!((capture.bytes.as_slice(), capture.truncated), (&b"abcde"[..], false));
-        capture.push(b"f");
-        assert_eq!((capture.bytes.as_slice(), capture.truncated), (&b"abcde"[..], true));
-    }
 }

@@ -121,7 +121,7 @@ fn feedback_in_the_example_style_shows_the_example_again_not_the_schema() {
     [truncated: showing the first 20 of 60 characters]
 
     Problems (1):
-    1. (root): no JSON value was found in the answer; answer with only the JSON value [invalid_json]
+    1. (root): no JSON [... 62 characters cut ...] [invalid_json]
 
     The answer must have this shape (replace every placeholder with a real value):
     ```json

@@ -77,26 +77,75 @@ async fn argv_runs_without_a_shell() {
     assert!(!dir.path().join("pwned").exists());
 }
 
+/// The kept text of a stream that was cut: (head, bytes cut, tail).
+fn split_at_marker(text: &str) -> (&str, u64, &str) {
+    let (head, rest) = text.split_once("\n[... ").expect("a cut marker");
+    let (cut, tail) = rest.split_once(" bytes cut ...]\n").expect("a cut marker");
+    (head, cut.parse().unwrap(), tail)
+}
+
 #[tokio::test]
-async fn output_beyond_the_cap_is_dropped_and_flagged_without_blocking_the_command() {
+async fn output_beyond_the_cap_is_cut_in_the_middle_and_flagged_without_blocking_the_command() {
     let dir = tempdir();
     let cmd = Command::shell("yes | head -c 3000000; echo done >&2", dir.path()).timeout(Duration::from_secs(20));
     let output = run(&cmd).await.unwrap();
     assert!(output.success() && !output.timed_out, "{:?}", (output.status, output.signal, &output.stderr));
-    assert_eq!(output.stdout.len(), 1 << 20);
-    assert!(output.stdout_truncated);
-    assert!(output.stdout.as_bytes().chunks(2).all(|pair| pair == b"y\n"));
+    // The short stream is kept whole; the long one gets the rest of the cap.
     assert_eq!((output.stderr.as_str(), output.stderr_truncated), ("done\n", false));
+    assert!(output.stdout_truncated);
+    assert!(output.stdout.len() + output.stderr.len() <= 1 << 20, "{}", output.stdout.len());
+    assert!(output.stdout.len() > (1 << 20) - 100, "the cap is used: {}", output.stdout.len());
+    let (head, cut, tail) = split_at_marker(&output.stdout);
+    assert!(
+        head.starts_with("y\ny\n") && tail.ends_with("y\ny\n"),
+        "{:?} … {:?}",
+        &head[..10],
+        &tail[tail.len() - 10..]
+    );
+    assert!(head.bytes().chain(tail.bytes()).all(|b| b == b'y' || b == b'\n'));
+    assert_eq!(head.len() as u64 + cut + tail.len() as u64, 3_000_000);
 }
 
 #[tokio::test]
-async fn each_stream_has_its_own_cap() {
+async fn one_cap_covers_stdout_and_stderr_together() {
     let dir = tempdir();
-    let cmd = Command::shell("head -c 5000 /dev/zero | tr '\\0' e >&2; printf 12345", dir.path()).output_cap(5);
-    let output = run(&cmd).await.unwrap();
-    // Exactly at the cap is not truncated.
-    assert_eq!((output.stdout.as_str(), output.stdout_truncated), ("12345", false));
-    assert_eq!((output.stderr.as_str(), output.stderr_truncated), ("eeeee", true));
+    let script = "head -c 3000000 /dev/zero | tr '\\0' o; head -c 3000000 /dev/zero | tr '\\0' e >&2";
+    let output = run(&Command::shell(script, dir.path()).output_cap(1000)).await.unwrap();
+    assert!(output.success(), "{:?}", (output.status, output.signal));
+    assert!(output.stdout_truncated && output.stderr_truncated);
+    assert!(
+        output.stdout.len() <= 500 && output.stderr.len() <= 500,
+        "{} + {}",
+        output.stdout.len(),
+        output.stderr.len()
+    );
+    for (text, c) in [(&output.stdout, 'o'), (&output.stderr, 'e')] {
+        let (head, cut, tail) = split_at_marker(text);
+        assert!(head.chars().chain(tail.chars()).all(|x| x == c) && !head.is_empty() && !tail.is_empty(), "{text:?}");
+        assert_eq!(head.len() as u64 + cut + tail.len() as u64, 3_000_000);
+    }
+    // Exactly at the cap is not cut.
+    let output = run(&Command::shell("printf 12345; printf 67890 >&2", dir.path()).output_cap(10)).await.unwrap();
+    assert_eq!((output.stdout.as_str(), output.stderr.as_str()), ("12345", "67890"));
+    assert!(!output.stdout_truncated && !output.stderr_truncated);
+}
+
+#[tokio::test]
+async fn a_gibibyte_of_output_is_captured_within_the_default_cap_with_its_end() {
+    let dir = tempdir();
+    let script = "head -c 1073741824 /dev/zero | tr '\\0' x; echo; echo 'FAILED tests/test_a.py::test_b - assert 1 == 2'; head -c 5000000 /dev/zero | tr '\\0' y >&2";
+    let output = run(&Command::shell(script, dir.path()).timeout(Duration::from_secs(300))).await.unwrap();
+    assert!(output.success() && !output.timed_out, "{:?}", (output.status, output.signal, output.duration));
+    assert!(output.stdout_truncated && output.stderr_truncated);
+    let kept = output.stdout.len() + output.stderr.len();
+    println!("captured {kept} bytes of 1078741874 ({} stdout, {} stderr)", output.stdout.len(), output.stderr.len());
+    assert!(kept <= 1 << 20, "{kept}");
+    assert!(
+        output.stdout.ends_with("\nFAILED tests/test_a.py::test_b - assert 1 == 2\n"),
+        "the summary at the end is kept"
+    );
+    let (_, cut, _) = split_at_marker(&output.stdout);
+    assert!(cut > 1_000_000_000, "{cut}");
 }
 
 #[tokio::test]

@@ -1,10 +1,12 @@
-//! Integration tests with real processes (no mocks): exit codes, streams, caps, whole-group
-//! termination on timeout and on cancellation, quoting, and the sandbox (clean env, rlimits,
-//! bubblewrap or its refusal).
+//! Integration tests with real processes (no mocks): exit codes, streams, the output cap,
+//! termination on timeout and on cancellation, processes that try to escape (setsid, double
+//! forks, ignored SIGTERM), quoting, and the sandbox (clean env, rlimits, bubblewrap or its
+//! refusal).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_debug_implementations)] // test code
 
 mod basics;
+mod escape;
 mod kill;
 mod quote;
 mod sandbox;
@@ -45,6 +47,22 @@ pub fn live_with_token(token: &str) -> Vec<u32> {
     live_processes(|pid| {
         std::fs::read(format!("/proc/{pid}/cmdline"))
             .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(token))
+            && alive(pid)
+    })
+}
+
+/// The environment variable [`live_marked`] looks for.
+pub const MARK: &str = "REDRAFT_TEST_MARK";
+
+/// Live (non-zombie) processes whose environment has `MARK=token` or whose command line contains
+/// `token`: every process a command started, when the command runs with that variable set.
+pub fn live_marked(token: &str) -> Vec<u32> {
+    let entry = format!("{MARK}={token}");
+    live_processes(|pid| {
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        (environ.split(|&b| b == 0).any(|var| var == entry.as_bytes())
+            || String::from_utf8_lossy(&cmdline).contains(token))
             && alive(pid)
     })
 }
