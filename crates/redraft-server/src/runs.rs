@@ -218,6 +218,10 @@ pub async fn run_events(State(state): State<AppState>, Path(id): Path<String>) -
 )]
 pub async fn cancel_run(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     if let Some(live) = state.live(&id) {
+        // Halted, though not yet out of the live map (nor perhaps written to the store).
+        if let Some(result) = live.result() {
+            return Err(finished(&id, &result.halted_because.to_string()));
+        }
         live.cancel.cancel();
         return Ok(match live.finished(CANCEL_WAIT).await {
             Some(result) => (StatusCode::OK, Json(result)).into_response(),
@@ -226,17 +230,17 @@ pub async fn cancel_run(State(state): State<AppState>, Path(id): Path<String>) -
     }
     match state.store().run(&id).await? {
         None => Err(unknown_run(&id)),
-        Some(stored) if stored.state.is_finished() => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "run_finished",
-            format!("run `{id}` already halted ({})", stored.state.as_str()),
-        )),
+        Some(stored) if stored.state.is_finished() => Err(finished(&id, stored.state.as_str())),
         Some(stored) => Err(ApiError::new(
             StatusCode::CONFLICT,
             "not_running_here",
             format!("run `{id}` is {} but not in this server; it cannot be cancelled from here", stored.state.as_str()),
         )),
     }
+}
+
+fn finished(id: &str, how: &str) -> ApiError {
+    ApiError::new(StatusCode::CONFLICT, "run_finished", format!("run `{id}` already halted ({how})"))
 }
 
 fn unknown_run(id: &str) -> ApiError {
