@@ -32,6 +32,7 @@ pub struct CommandProvider {
     timeout: Duration,
     sandbox: Option<Sandbox>,
     require_success: bool,
+    max_response_bytes: usize,
     last: std::sync::Arc<std::sync::Mutex<Option<Output>>>,
 }
 
@@ -45,6 +46,7 @@ impl CommandProvider {
             timeout: Duration::from_secs(120),
             sandbox: None,
             require_success: true,
+            max_response_bytes: crate::DEFAULT_MAX_RESPONSE_BYTES,
             last: Default::default(),
         }
     }
@@ -65,6 +67,14 @@ impl CommandProvider {
     /// by the verifier instead, so their exit status is only recorded. By default, true.
     pub fn require_success(mut self, yes: bool) -> Self {
         self.require_success = yes;
+        self
+    }
+
+    /// The largest stdout taken as an answer, in bytes; a longer one is
+    /// [`ProviderError::ResponseTooLarge`]. Stdout is also capped by the sandbox's output capture,
+    /// and output cut there counts as too large. By default, 4 MiB.
+    pub fn max_response_bytes(mut self, bytes: usize) -> Self {
+        self.max_response_bytes = bytes;
         self
     }
 
@@ -140,6 +150,15 @@ impl ChatProvider for CommandProvider {
             let tail: Vec<&str> = out.stderr.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect();
             let status = out.status.map(|c| format!("status {c}")).unwrap_or_else(|| "a signal".to_owned());
             return Err(self.failed(format!("exited with {status}: {}", tail.join("\n"))));
+        }
+        if out.stdout_truncated || out.stdout.len() > self.max_response_bytes {
+            // Longer than allowed, or cut by the output capture (whose cap may be the lower
+            // one): either way not the whole answer.
+            let limit = match out.stdout_truncated {
+                true => self.max_response_bytes.min(out.stdout.len()),
+                false => self.max_response_bytes,
+            };
+            return Err(ProviderError::ResponseTooLarge { from: self.display(), limit });
         }
         let (usage, cost_usd) = match reported_usage(&out.stderr) {
             Some((u, c)) => (Some(u), c),
