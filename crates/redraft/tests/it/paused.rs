@@ -105,19 +105,33 @@ async fn an_exhausted_script_is_a_provider_error_not_a_panic() {
 
 #[tokio::test(start_paused = true)]
 async fn a_retry_after_longer_than_the_attempt_timeout_is_waited_for_and_costs_no_attempt() {
-    let policy = Policy {
-        attempt_timeout: Duration::from_secs(5),
-        max_wall_time: Some(Duration::from_secs(300)),
-        ..Policy::default()
-    };
-    let (runner, provider) = runner(vec![error(429, Some(60.0)), text(r#"{"ok": 1}"#)], policy);
+    let policy = Policy { attempt_timeout: Duration::from_secs(5), ..Policy::default() };
+    let (runner, provider) = runner(vec![error(429, Some(10.0)), text(r#"{"ok": 1}"#)], policy);
     let t0 = Instant::now();
     let result = runner.run("go").await.unwrap();
     assert_eq!(result.halted_because, HaltReason::Success);
     assert_eq!(result.iterations, 1, "waiting is not an attempt, and not a timeout: {:?}", result.history);
     assert_eq!(provider.calls().len(), 2);
     let waited = t0.elapsed();
-    assert!(waited >= Duration::from_secs(60) && waited < Duration::from_secs(61), "{waited:?}");
+    assert!(waited >= Duration::from_secs(10) && waited < Duration::from_secs(11), "{waited:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_long_retry_after_is_waited_for_within_the_wall_time() {
+    let policy = Policy {
+        attempt_timeout: Duration::from_secs(5),
+        max_wall_time: Some(Duration::from_secs(300)),
+        ..Policy::default()
+    };
+    // Longer than the retry policy's longest backoff (30 s), shorter than the wall time.
+    let (runner, provider) = runner(vec![error(429, Some(120.0)), text(r#"{"ok": 1}"#)], policy);
+    let t0 = Instant::now();
+    let result = runner.run("go").await.unwrap();
+    assert_eq!(result.halted_because, HaltReason::Success, "{:?}", result.error);
+    assert_eq!(result.iterations, 1);
+    assert_eq!(provider.calls().len(), 2);
+    let waited = t0.elapsed();
+    assert!(waited >= Duration::from_secs(120) && waited < Duration::from_secs(121), "{waited:?}");
 }
 
 #[tokio::test(start_paused = true)]
