@@ -173,7 +173,7 @@ pub enum ProviderError {
     /// Not transient: asking again would get the same answer. The runner ends the attempt with
     /// a `response_too_large` issue instead of halting the run.
     #[error(
-        "the answer from `{from}` is larger than `max_response_bytes` ({limit} bytes)\nhint: raise `max_response_bytes` in the provider's `[providers.NAME]` table if answers this long are expected"
+        "the answer from `{from}` is larger than the limit of `{limit}` bytes (`max_response_bytes`)\nhint: raise `max_response_bytes` in the provider's `[providers.NAME]` table if answers this long are expected"
     )]
     ResponseTooLarge { from: String, limit: usize },
     /// The server asked to wait (`Retry-After`) longer than the run may wait.

@@ -72,7 +72,9 @@ impl CommandProvider {
 
     /// The largest stdout taken as an answer, in bytes; a longer one is
     /// [`ProviderError::ResponseTooLarge`]. Stdout is also capped by the sandbox's output capture,
-    /// and output cut there counts as too large. By default, 4 MiB.
+    /// and output cut there counts as too large. Agents that edit a workspace
+    /// (`require_success(false)`) are judged by the verifier, not by their stdout, which is then
+    /// never too large. By default, 4 MiB.
     pub fn max_response_bytes(mut self, bytes: usize) -> Self {
         self.max_response_bytes = bytes;
         self
@@ -151,7 +153,10 @@ impl ChatProvider for CommandProvider {
             let status = out.status.map(|c| format!("status {c}")).unwrap_or_else(|| "a signal".to_owned());
             return Err(self.failed(format!("exited with {status}: {}", tail.join("\n"))));
         }
-        if out.stdout_truncated || out.stdout.len() > self.max_response_bytes {
+        // An agent that edits a workspace is judged by the verifier: its stdout is a log, kept
+        // as far as the output capture keeps it, never an answer too large.
+        let stdout_is_the_answer = self.require_success;
+        if stdout_is_the_answer && (out.stdout_truncated || out.stdout.len() > self.max_response_bytes) {
             // Longer than allowed, or cut by the output capture (whose cap may be the lower
             // one): either way not the whole answer.
             let limit = match out.stdout_truncated {

@@ -213,4 +213,7 @@ async fn a_command_whose_stdout_passes_the_limit_is_refused() {
     let capture = redraft_sandbox::DEFAULT_OUTPUT_CAP;
     let e = agent(capture + 10, LIMIT).complete(&hello()).await.unwrap_err();
     assert!(matches!(e, ProviderError::ResponseTooLarge { limit, .. } if limit <= capture), "{e:?}");
+    // An agent that edits a workspace is judged by the verifier; its stdout is only a log.
+    let log = agent(5000, 1000).require_success(false).complete(&hello()).await.unwrap();
+    assert_eq!(log.text.len(), 5000);
 }
