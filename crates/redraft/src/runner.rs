@@ -259,6 +259,14 @@ pub fn new_run_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
+/// What calling the proposer came to, short of a provider error.
+#[derive(Debug)]
+enum Proposal {
+    Answered(ChatResponse),
+    /// The attempt's time ran out during a call.
+    TimedOut,
+}
+
 /// What a run produced, with the typed provider error when the proposer failed.
 #[derive(Debug)]
 pub(crate) struct Finished {
@@ -389,8 +397,8 @@ impl Runner {
         let provider = provider.ok_or_else(|| ProviderError::Failed { message: "no proposer is configured".into() })?;
         let mut left = engine.plan().policy.attempt_timeout;
         let response = match self.propose(provider.as_ref(), request, &mut left, deadline).await {
-            Ok(Some(response)) => response,
-            Ok(None) => return Ok(AttemptEnd::TimedOut),
+            Ok(Proposal::Answered(response)) => response,
+            Ok(Proposal::TimedOut) => return Ok(AttemptEnd::TimedOut),
             // The model's answer is too big: an attempt that failed, not a transport failure.
             Err(ProviderError::ResponseTooLarge { limit, .. }) => return Ok(AttemptEnd::ResponseTooLarge { limit }),
             Err(error) => return Err(error),
@@ -424,22 +432,21 @@ impl Runner {
     /// up; the waits between calls do not. A server's `Retry-After` is waited for when it ends
     /// before the wall-time `deadline` (without one, when it is within the policy's
     /// `max_delay`); a longer one ends the run as a provider error that names the wait.
-    /// `Ok(None)` when the attempt's time ran out.
     async fn propose(
         &self,
         provider: &dyn ChatProvider,
         request: &ChatRequest,
         left: &mut Duration,
         deadline: Option<Instant>,
-    ) -> Result<Option<ChatResponse>, ProviderError> {
+    ) -> Result<Proposal, ProviderError> {
         let mut retries = 0;
         loop {
             let t0 = Instant::now();
             let called = tokio::time::timeout(*left, provider.complete(request)).await;
             *left = left.saturating_sub(t0.elapsed());
             let error = match called {
-                Err(_) => return Ok(None),
-                Ok(Ok(response)) => return Ok(Some(response)),
+                Err(_) => return Ok(Proposal::TimedOut),
+                Ok(Ok(response)) => return Ok(Proposal::Answered(response)),
                 Ok(Err(error)) => error,
             };
             let wall_time_left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
