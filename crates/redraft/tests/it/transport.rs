@@ -49,6 +49,8 @@ async fn a_fifty_megabyte_answer_is_a_failed_attempt_and_is_not_sent_back() {
     assert!(message.contains("4194304") && message.contains("max_response_bytes"), "{message}");
     assert_eq!(result.artifact, Some(json!({"city": "Toledo"})));
 
+    // Reading stopped at the limit: the fake could not push more than the socket buffers hold.
+    assert!(server.streamed_bytes() < FIFTY_MB / 2, "{} bytes were taken", server.streamed_bytes());
     let requests = server.requests();
     assert_eq!(requests.len(), 2, "not retried as a transport failure");
     let (asked, again) = (requests[0].body.len(), requests[1].body.len());
