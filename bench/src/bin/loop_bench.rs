@@ -87,6 +87,7 @@ async fn main_inner() -> Result<Value, String> {
         api_key: Some("sk-bench".into()),
         api_key_env: "OPENAI_API_KEY".into(),
         request_timeout: timeout,
+        max_response_bytes: redraft::providers::DEFAULT_MAX_RESPONSE_BYTES,
     })
     .map_err(|e| e.to_string())?;
     let model = Model::new(provider);

@@ -165,6 +165,20 @@ pub enum ProviderError {
     /// The answer could not be understood.
     #[error("`{url}` sent an answer redraft cannot read: {message}")]
     InvalidResponse { url: String, message: String },
+    /// The connection broke while the answer was being read: reset, closed before the promised
+    /// length, or closed in the middle of the JSON. Transient, like a failure to connect.
+    #[error("the answer from `{url}` was cut off: {message}")]
+    Cut { url: String, message: String },
+    /// The answer is longer than the proposer's `max_response_bytes`; reading stopped there.
+    /// Not transient: asking again would get the same answer. The runner ends the attempt with
+    /// a `response_too_large` issue instead of halting the run.
+    #[error(
+        "the answer from `{from}` is larger than the limit of `{limit}` bytes (`max_response_bytes`)\nhint: raise `max_response_bytes` in the provider's `[providers.NAME]` table if answers this long are expected"
+    )]
+    ResponseTooLarge { from: String, limit: usize },
+    /// The server asked to wait (`Retry-After`) longer than the run may wait.
+    #[error("{}", wait_too_long(url, *wait, bound))]
+    WaitTooLong { url: String, wait: Duration, bound: WaitBound },
     /// A scripted provider has no reply left.
     #[error("the script `{script}` has no reply left for attempt {call} (it holds {len})")]
     ScriptExhausted { script: String, call: usize, len: usize },
@@ -174,10 +188,14 @@ pub enum ProviderError {
 }
 
 impl ProviderError {
-    /// Whether retrying the same request may succeed: connection errors, timeouts, 429, 5xx.
+    /// Whether retrying the same request may succeed: connection errors (also a connection cut
+    /// while the answer is read), timeouts, 429, 5xx.
     pub fn is_transient(&self) -> bool {
         match self {
-            ProviderError::Connect { .. } | ProviderError::Timeout { .. } | ProviderError::RateLimited { .. } => true,
+            ProviderError::Connect { .. }
+            | ProviderError::Cut { .. }
+            | ProviderError::Timeout { .. }
+            | ProviderError::RateLimited { .. } => true,
             ProviderError::Status { status, .. } => *status >= 500 || *status == 408,
             _ => false,
         }
@@ -189,6 +207,50 @@ impl ProviderError {
             ProviderError::RateLimited { retry_after, .. } => *retry_after,
             _ => None,
         }
+    }
+
+    /// The URL the failed request went to, when there was one.
+    pub fn url(&self) -> Option<&str> {
+        match self {
+            ProviderError::Connect { url, .. }
+            | ProviderError::Timeout { url }
+            | ProviderError::RateLimited { url, .. }
+            | ProviderError::Status { url, .. }
+            | ProviderError::Unauthorized { url, .. }
+            | ProviderError::InvalidResponse { url, .. }
+            | ProviderError::Cut { url, .. }
+            | ProviderError::WaitTooLong { url, .. } => Some(url),
+            ProviderError::ResponseTooLarge { .. }
+            | ProviderError::ScriptExhausted { .. }
+            | ProviderError::Failed { .. } => None,
+        }
+    }
+}
+
+/// What a wait asked for by a server was measured against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitBound {
+    /// The time left before the run's `max_wall_time`.
+    WallTime { left: Duration },
+    /// The retry policy's longest wait, which applies when the run has no `max_wall_time`.
+    MaxDelay { max: Duration },
+}
+
+fn wait_too_long(url: &str, wait: Duration, bound: &WaitBound) -> String {
+    let wait = crate::duration::format(wait);
+    match bound {
+        WaitBound::WallTime { left } => {
+            // Whole seconds: "85s left", not "84.997s left".
+            let left = if left.as_secs() > 0 { Duration::from_secs(left.as_secs()) } else { *left };
+            format!(
+                "the server at `{url}` asked to wait {wait} (Retry-After), more than the {} left of `max_wall_time`\nhint: try again later, or allow a longer `max_wall_time`",
+                crate::duration::format(left)
+            )
+        }
+        WaitBound::MaxDelay { max } => format!(
+            "the server at `{url}` asked to wait {wait} (Retry-After), longer than redraft waits between retries ({}) when no `max_wall_time` is set\nhint: set a `max_wall_time` long enough to wait (e.g. `--max-wall-time 15m`), or try again later",
+            crate::duration::format(*max)
+        ),
     }
 }
 

@@ -18,7 +18,7 @@ use crate::policy::{Ceilings, HaltReason, PlanError, Policy};
 use crate::price::{CostEstimate, OutputBasis, Price, estimate_tokens};
 use crate::prompt::{
     Feedback, FirstPrompt, FreshPrompt, PriorAttempt, PromptStyle, Prompts, Strategy, Templates, placeholder_paths,
-    pretty, skeleton_text,
+    pretty, skeleton_text, truncate_chars,
 };
 use crate::record::{AttemptRecord, AttemptStatus, Metrics, RunErrorReport, RunResult, RunStatus, Validation};
 
@@ -187,6 +187,9 @@ pub enum AttemptEnd {
     Interrupted(Interruption),
     /// Transport failures persisted (or were permanent); the run halts.
     ProviderFailed { message: String },
+    /// The answer was larger than the proposer's `max_response_bytes` (`limit`) and was not
+    /// read. An attempt like any failed one: the next one is told to answer more briefly.
+    ResponseTooLarge { limit: usize },
 }
 
 /// An attempt's outcome, reported to [`Engine::settle`].
@@ -504,6 +507,16 @@ impl Engine {
                     Issue::new("", codes::TIMEOUT, format!("the attempt took longer than {limit} and was stopped"));
                 self.failed_record(iteration, outcome.wall_ms, issue)
             }
+            AttemptEnd::ResponseTooLarge { limit } => {
+                let issue = Issue::new(
+                    "",
+                    codes::RESPONSE_TOO_LARGE,
+                    format!(
+                        "the answer was larger than the limit of {limit} bytes (`max_response_bytes`) and was not read: answer much more briefly"
+                    ),
+                );
+                self.failed_record(iteration, outcome.wall_ms, issue)
+            }
             AttemptEnd::Answered { response, candidate, verdict } => {
                 self.answered_record(iteration, outcome.request_chars, outcome.wall_ms, response, candidate, verdict)
             }
@@ -713,12 +726,14 @@ impl Engine {
             record.issues.clone(),
             record.repeat_of,
         );
-        prior.timed_out = record.status == AttemptStatus::Error;
+        // An answer too large to read is an answer: the proposer is told about it.
+        let too_large = record.issues.iter().any(|i| i.code == codes::RESPONSE_TOO_LARGE);
+        prior.timed_out = record.status == AttemptStatus::Error && !too_large;
         prior.cut_off = record.finish_reason == Some(FinishReason::Length);
         match self.plan.strategy {
             Strategy::Fresh => self.prior.push(prior),
             Strategy::Conversation => {
-                if record.status == AttemptStatus::Error {
+                if prior.timed_out {
                     // Nothing was answered: send the same conversation again.
                     return;
                 }
@@ -732,7 +747,10 @@ impl Engine {
                     example: self.example_again.take(),
                 };
                 let text = self.prompts.feedback(&ctx).unwrap_or_else(|e| fallback_feedback(&ctx, &e.to_string()));
-                self.conversation.push(Message::assistant(record.raw.clone()));
+                // Nothing of an answer too large was kept: only the feedback follows.
+                if !too_large {
+                    self.conversation.push(Message::assistant(kept_answer(&record.raw, self.plan.feedback_max_chars)));
+                }
                 self.conversation.push(Message::user(text));
             }
         }
@@ -817,6 +835,18 @@ pub fn looks_like_a_schema(artifact: &Value, schema: &Value) -> bool {
             .and_then(Value::as_str)
             .is_some_and(|t| matches!(t, "object" | "array" | "string" | "number" | "integer" | "boolean" | "null"));
     (typed && (keyword("properties") || keyword("required") || keyword("items"))) || keyword("$schema")
+}
+
+/// A previous answer as the conversation keeps it for the next attempt: like every echo,
+/// at most `max_chars` characters, with the marker the feedback's echo uses when it is cut.
+fn kept_answer(raw: &str, max_chars: usize) -> String {
+    let (kept, cut) = truncate_chars(raw, max_chars);
+    if !cut {
+        return kept;
+    }
+    let shown = kept.chars().count();
+    let total = shown + raw[kept.len()..].chars().count();
+    format!("{kept}\n[truncated: showing the first {shown} of {total} characters]")
 }
 
 fn fallback_feedback(ctx: &Feedback<'_>, error: &str) -> String {

@@ -26,6 +26,8 @@ pub mod codes {
     pub const PLACEHOLDER: &str = "placeholder";
     /// The answer is a JSON Schema instead of an instance of one.
     pub const SCHEMA_ECHO: &str = "schema_echo";
+    /// The answer is larger than the proposer's `max_response_bytes` and was not read.
+    pub const RESPONSE_TOO_LARGE: &str = "response_too_large";
 }
 
 /// One problem found in an artifact.

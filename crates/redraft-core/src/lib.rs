@@ -43,5 +43,5 @@ pub use prompt::{PromptStyle, Strategy, Templates};
 pub use record::{
     AttemptRecord, AttemptStatus, Escalation, Metrics, RecurringIssue, RunErrorReport, RunResult, RunStatus, Validation,
 };
-pub use retry::{RetryDecision, RetryPolicy};
+pub use retry::{RetryDecision, RetryPolicy, WaitBound};
 pub use store::{RunFilter, RunState, RunSummary, Store, StoreError, StoredRun};

@@ -28,6 +28,9 @@ pub struct AnthropicConfig {
     pub api_key_env: String,
     /// Bound on one HTTP request.
     pub request_timeout: Duration,
+    /// The largest answer read, in bytes; a longer one is [`ProviderError::ResponseTooLarge`].
+    /// By default, [`crate::DEFAULT_MAX_RESPONSE_BYTES`] (4 MiB).
+    pub max_response_bytes: usize,
 }
 
 impl fmt::Debug for AnthropicConfig {
@@ -39,6 +42,7 @@ impl fmt::Debug for AnthropicConfig {
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("api_key_env", &self.api_key_env)
             .field("request_timeout", &self.request_timeout)
+            .field("max_response_bytes", &self.max_response_bytes)
             .finish()
     }
 }
@@ -174,14 +178,12 @@ impl ChatProvider for AnthropicProvider {
             builder = builder.header("x-api-key", value);
         }
         let response = builder.send().await.map_err(|e| http::transport_error(&self.url, &e))?;
-        let status = response.status();
-        let headers = response.headers().clone();
-        let text = response.text().await.map_err(|e| http::transport_error(&self.url, &e))?;
-        if !status.is_success() {
-            return Err(self.status_error(status, &headers, &text));
+        let answer = http::read_bounded(&self.url, response, self.config.max_response_bytes).await?;
+        if !answer.status.is_success() {
+            return Err(self.status_error(answer.status, &answer.headers, &answer.text()));
         }
-        let body: Value = serde_json::from_str(&text)
-            .map_err(|e| self.invalid(format!("not JSON ({e}): {}", http::truncate(&text))))?;
+        let body = http::parse_json(&self.url, &answer.body)?;
+        drop(answer);
         parse_message(&body).map_err(|message| self.invalid(message))
     }
 }
@@ -309,6 +311,7 @@ mod tests {
             api_key: Some("secret".into()),
             api_key_env: "ANTHROPIC_API_KEY".into(),
             request_timeout: Duration::from_secs(1),
+            max_response_bytes: crate::DEFAULT_MAX_RESPONSE_BYTES,
         })
         .unwrap();
         assert_eq!(provider.url, "http://127.0.0.1:9/v1/messages");
@@ -335,6 +338,7 @@ mod tests {
             api_key: Some("sk-ant-secret".into()),
             api_key_env: "ANTHROPIC_API_KEY".into(),
             request_timeout: Duration::from_secs(1),
+            max_response_bytes: crate::DEFAULT_MAX_RESPONSE_BYTES,
         };
         let shown = format!("{config:?}");
         assert!(!shown.contains("sk-ant-secret"), "{shown}");

@@ -41,6 +41,7 @@ pub struct CommandProvider {
     timeout: Duration,
     sandbox: Option<Sandbox>,
     require_success: bool,
+    max_response_bytes: usize,
     last: std::sync::Arc<std::sync::Mutex<Option<Output>>>,
 }
 
@@ -54,6 +55,7 @@ impl CommandProvider {
             timeout: Duration::from_secs(120),
             sandbox: None,
             require_success: true,
+            max_response_bytes: crate::DEFAULT_MAX_RESPONSE_BYTES,
             last: Default::default(),
         }
     }
@@ -74,6 +76,16 @@ impl CommandProvider {
     /// by the verifier instead, so their exit status is only recorded. By default, true.
     pub fn require_success(mut self, yes: bool) -> Self {
         self.require_success = yes;
+        self
+    }
+
+    /// The largest stdout taken as an answer, in bytes; a longer one is
+    /// [`ProviderError::ResponseTooLarge`]. Stdout is also capped by the sandbox's output capture,
+    /// and output cut there counts as too large. Agents that edit a workspace
+    /// (`require_success(false)`) are judged by the verifier, not by their stdout, which is then
+    /// never too large. By default, 4 MiB.
+    pub fn max_response_bytes(mut self, bytes: usize) -> Self {
+        self.max_response_bytes = bytes;
         self
     }
 
@@ -151,6 +163,18 @@ impl ChatProvider for CommandProvider {
             return Err(
                 self.failed(format!("exited with {status}: {}", cut_middle(&tail.join("\n"), FAILURE_TAIL_CHARS)))
             );
+        }
+        // An agent that edits a workspace is judged by the verifier: its stdout is a log, kept
+        // as far as the output capture keeps it, never an answer too large.
+        let stdout_is_the_answer = self.require_success;
+        if stdout_is_the_answer && (out.stdout_truncated || out.stdout.len() > self.max_response_bytes) {
+            // Longer than allowed, or cut by the output capture (whose cap may be the lower
+            // one): either way not the whole answer.
+            let limit = match out.stdout_truncated {
+                true => self.max_response_bytes.min(out.stdout.len()),
+                false => self.max_response_bytes,
+            };
+            return Err(ProviderError::ResponseTooLarge { from: self.display(), limit });
         }
         let (usage, cost_usd) = match reported_usage(&out.stderr) {
             Some((u, c)) => (Some(u), c),

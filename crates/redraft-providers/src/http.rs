@@ -1,10 +1,16 @@
-//! HTTP plumbing shared by the native API adapters (`anthropic`, `ollama`): the client, the
-//! classification of transport failures and the summary of error bodies.
+//! HTTP plumbing shared by the adapters (`openai`, `anthropic`, `ollama`): the client, the
+//! bounded reading of answers, the classification of transport failures and the summary of
+//! error bodies.
 
 use std::time::Duration;
 
 use redraft_core::ProviderError;
+use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
 use serde_json::Value;
+
+/// How much of an error answer's body is read: enough for its message, whatever the limit.
+const ERROR_BODY_BYTES: usize = 64 * 1024;
 
 /// An HTTP client bounded by `request_timeout` (10 s to connect).
 pub(crate) fn client(request_timeout: Duration) -> Result<reqwest::Client, ProviderError> {
@@ -26,6 +32,82 @@ pub(crate) fn transport_error(url: &str, e: &reqwest::Error) -> ProviderError {
     } else {
         ProviderError::InvalidResponse { url, message: root_cause(e) }
     }
+}
+
+/// An answer read with its size bounded.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    /// The body: whole on success; on an error status, at most its first 64 KiB.
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    /// The body as text (invalid UTF-8 replaced).
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.body)
+    }
+}
+
+/// Read `response` without ever holding more than `limit` bytes of its body. A success whose
+/// body is longer (as announced by `Content-Length`, or as it streams in) is
+/// [`ProviderError::ResponseTooLarge`], and reading stops there; an error status keeps only the
+/// start of its body, which is all its summary needs. A connection broken while the body is read
+/// is [`ProviderError::Cut`] (transient), a body that stops coming is a timeout.
+pub(crate) async fn read_bounded(
+    url: &str,
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<Answer, ProviderError> {
+    let status = response.status();
+    let headers = response.headers().clone();
+    let success = status.is_success();
+    let keep = if success { limit } else { limit.min(ERROR_BODY_BYTES) };
+    let announced = response.content_length().and_then(|n| usize::try_from(n).ok());
+    if success && announced.is_some_and(|n| n > limit) {
+        return Err(ProviderError::ResponseTooLarge { from: url.to_owned(), limit });
+    }
+    let mut body = Vec::with_capacity(announced.unwrap_or(0).min(keep));
+    while let Some(chunk) = response.chunk().await.map_err(|e| body_error(url, &e))? {
+        let room = keep - body.len();
+        if chunk.len() > room {
+            if success {
+                return Err(ProviderError::ResponseTooLarge { from: url.to_owned(), limit });
+            }
+            body.extend_from_slice(&chunk[..room]);
+            break;
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Answer { status, headers, body })
+}
+
+/// Classify a failure while a body is read: the status line came, so the server was reached;
+/// whatever breaks now (reqwest reports it as a decode or body error wrapping hyper's
+/// "connection reset" or "end of file before message length reached") cut the answer off.
+fn body_error(url: &str, e: &reqwest::Error) -> ProviderError {
+    if e.is_timeout() {
+        ProviderError::Timeout { url: url.to_owned() }
+    } else {
+        ProviderError::Cut { url: url.to_owned(), message: root_cause(e) }
+    }
+}
+
+/// Parse a successful answer's body as JSON. A body that ends in the middle of the JSON was cut
+/// off (a close-delimited answer whose connection closed early): that is a transient
+/// [`ProviderError::Cut`], unlike a body that is not JSON at all.
+pub(crate) fn parse_json(url: &str, body: &[u8]) -> Result<Value, ProviderError> {
+    serde_json::from_slice(body).map_err(|e| {
+        if e.is_eof() && !body.iter().all(u8::is_ascii_whitespace) {
+            ProviderError::Cut { url: url.to_owned(), message: format!("the JSON ends early ({e})") }
+        } else {
+            ProviderError::InvalidResponse {
+                url: url.to_owned(),
+                message: format!("not JSON ({e}): {}", error_summary(&String::from_utf8_lossy(body))),
+            }
+        }
+    })
 }
 
 /// The innermost error's message (`connection refused`, not `error sending request`).

@@ -9,6 +9,7 @@
 //! {"text": "{\"items\": [1, 2", "finish_reason": "length"}         cut at max_tokens
 //! {"error": {"status": 500}}                                       a transport failure
 //! {"error": {"status": 429, "retry_after": 2}}                     rate limited
+//! {"error": {"status": 500, "delay_ms": 3000}}                     a slow failure
 //! {"text": "…", "delay_ms": 3000}                                  a slow reply
 //! {"hang": true}                                                   never answers
 //! ```
@@ -53,6 +54,9 @@ pub struct MockError {
     pub retry_after: Option<f64>,
     #[serde(default)]
     pub body: String,
+    /// Milliseconds before the failure arrives. By default, 0.
+    #[serde(default)]
+    pub delay_ms: u64,
 }
 
 /// A script cannot be used.
@@ -165,13 +169,21 @@ impl ChatProvider for MockProvider {
                     cost_usd: None,
                 })
             }
-            MockReply::Error { error } => Err(match error.status {
-                429 => ProviderError::RateLimited {
-                    url,
-                    retry_after: error.retry_after.filter(|s| s.is_finite() && *s >= 0.0).map(Duration::from_secs_f64),
-                },
-                401 | 403 => ProviderError::Unauthorized { url, status: error.status, key_env: "(mock)".into() },
-                status => ProviderError::Status { url, status, body: error.body.clone() },
+            MockReply::Error { error } => Err({
+                if error.delay_ms > 0 {
+                    tokio::time::sleep(Duration::from_millis(error.delay_ms)).await;
+                }
+                match error.status {
+                    429 => ProviderError::RateLimited {
+                        url,
+                        retry_after: error
+                            .retry_after
+                            .filter(|s| s.is_finite() && *s >= 0.0)
+                            .map(Duration::from_secs_f64),
+                    },
+                    401 | 403 => ProviderError::Unauthorized { url, status: error.status, key_env: "(mock)".into() },
+                    status => ProviderError::Status { url, status, body: error.body.clone() },
+                }
             }),
             MockReply::Hang { .. } => {
                 std::future::pending::<()>().await;
@@ -219,7 +231,9 @@ mod tests {
     async fn scripted_errors_are_classified() {
         let p = MockProvider::new(
             "mock/t",
-            vec![MockReply::Error { error: MockError { status: 429, retry_after: Some(1.0), body: String::new() } }],
+            vec![MockReply::Error {
+                error: MockError { status: 429, retry_after: Some(1.0), body: String::new(), delay_ms: 0 },
+            }],
         );
         let err = p.complete(&request()).await.unwrap_err();
         assert!(err.is_transient());

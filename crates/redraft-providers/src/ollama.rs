@@ -24,6 +24,9 @@ pub struct OllamaConfig {
     pub base_url: String,
     /// Bound on one HTTP request (loading a model counts).
     pub request_timeout: Duration,
+    /// The largest answer read, in bytes; a longer one is [`ProviderError::ResponseTooLarge`].
+    /// By default, [`crate::DEFAULT_MAX_RESPONSE_BYTES`] (4 MiB).
+    pub max_response_bytes: usize,
 }
 
 /// Where Ollama listens by default.
@@ -191,14 +194,12 @@ impl ChatProvider for OllamaProvider {
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
         let body = request_body(&self.config.model, request);
         let response = self.client.post(&self.url).json(&body).send().await.map_err(|e| self.transport_error(&e))?;
-        let status = response.status();
-        let headers = response.headers().clone();
-        let text = response.text().await.map_err(|e| self.transport_error(&e))?;
-        if !status.is_success() {
-            return Err(self.status_error(status, &headers, &text));
+        let answer = http::read_bounded(&self.url, response, self.config.max_response_bytes).await?;
+        if !answer.status.is_success() {
+            return Err(self.status_error(answer.status, &answer.headers, &answer.text()));
         }
-        let body: Value = serde_json::from_str(&text)
-            .map_err(|e| self.invalid(format!("not JSON ({e}): {}", http::truncate(&text))))?;
+        let body = http::parse_json(&self.url, &answer.body)?;
+        drop(answer);
         parse_chat(&body).map_err(|message| self.invalid(message))
     }
 }
@@ -297,6 +298,7 @@ mod tests {
             model: "llama3.2".into(),
             base_url: "http://127.0.0.1:9/".into(),
             request_timeout: Duration::from_secs(1),
+            max_response_bytes: crate::DEFAULT_MAX_RESPONSE_BYTES,
         })
         .unwrap();
         assert_eq!(provider.url, "http://127.0.0.1:9/api/chat");

@@ -24,6 +24,9 @@ pub struct OpenAiConfig {
     pub api_key_env: String,
     /// Bound on one HTTP request. By default, 120 s.
     pub request_timeout: Duration,
+    /// The largest answer read, in bytes; a longer one is [`ProviderError::ResponseTooLarge`].
+    /// By default, [`crate::DEFAULT_MAX_RESPONSE_BYTES`] (4 MiB).
+    pub max_response_bytes: usize,
 }
 
 /// The default base URL when neither config nor `OPENAI_BASE_URL` names one.
@@ -131,16 +134,12 @@ impl ChatProvider for OpenAiProvider {
             http = http.bearer_auth(key);
         }
         let response = http.send().await.map_err(|e| self.transport_error(&e))?;
-        let status = response.status();
-        let headers = response.headers().clone();
-        let text = response.text().await.map_err(|e| self.transport_error(&e))?;
-        if !status.is_success() {
-            return Err(self.status_error(status, &headers, &text));
+        let answer = http::read_bounded(&self.url, response, self.config.max_response_bytes).await?;
+        if !answer.status.is_success() {
+            return Err(self.status_error(answer.status, &answer.headers, &answer.text()));
         }
-        let body: Value = serde_json::from_str(&text).map_err(|e| ProviderError::InvalidResponse {
-            url: self.url.clone(),
-            message: format!("not JSON ({e}): {}", http::error_summary(&text)),
-        })?;
+        let body = http::parse_json(&self.url, &answer.body)?;
+        drop(answer);
         parse_completion(&body).map_err(|message| ProviderError::InvalidResponse { url: self.url.clone(), message })
     }
 }

@@ -14,7 +14,10 @@
 //!   reorder an artifact's keys), so a stored run reads back byte for byte.
 //! - **The history is stored once.** Attempts live in `attempts`; the stored result omits its
 //!   history, and [`Store::run`] puts the attempts back. `finish_run` writes the result's history
-//!   into `attempts` in the same transaction, so the two always agree.
+//!   into `attempts` in the same transaction, so the two always agree. Nor is a text stored
+//!   twice: a text-mode artifact (the raw text itself) is stored as `raw` only, and a result's
+//!   artifact only in its best attempt; both are rebuilt on read (rows written whole by earlier
+//!   versions read as they are).
 //! - **Summary columns.** `iterations`, `best_score`, `halted_because` and `model` are kept on the
 //!   `runs` row by every write, so [`Store::list`] never parses a result.
 //! - **The worker queue** ([`Queue`]) lives on the same `runs` rows: claiming sets `running`, the

@@ -49,9 +49,95 @@ pub(crate) struct AttemptColumns {
     pub record: String,
 }
 
+/// Marks a stored attempt whose artifact is its raw text (text mode): the text is stored once,
+/// as `raw`, and the artifact rebuilt from it on read.
+const ARTIFACT_IS_RAW: &str = "artifact_is_raw";
+
+/// Marks a stored result whose artifact is its best attempt's: the artifact is stored once, in
+/// that attempt, and put back on read.
+const ARTIFACT_IN_BEST_ATTEMPT: &str = "artifact_in_best_attempt";
+
+/// An attempt as stored: its JSON, with a text-mode artifact (a copy of `raw`) left out.
+fn encode_attempt(attempt: &AttemptRecord) -> Result<String, serde_json::Error> {
+    if !matches!(&attempt.artifact, Some(Value::String(text)) if *text == attempt.raw) {
+        return serde_json::to_string(attempt);
+    }
+    let mut value = serde_json::to_value(attempt)?;
+    if let Some(fields) = value.as_object_mut() {
+        fields.insert("artifact".into(), Value::Null);
+        fields.insert(ARTIFACT_IS_RAW.into(), Value::Bool(true));
+    }
+    serde_json::to_string(&value)
+}
+
+/// An attempt as read back: stored by [`encode_attempt`], or whole (as earlier versions stored
+/// every attempt).
+fn decode_attempt(text: &str) -> Result<AttemptRecord, serde_json::Error> {
+    let mut value: Value = serde_json::from_str(text)?;
+    let from_raw = value.as_object_mut().and_then(|fields| fields.remove(ARTIFACT_IS_RAW)) == Some(Value::Bool(true));
+    let mut attempt: AttemptRecord = serde_json::from_value(value)?;
+    if from_raw {
+        attempt.artifact = Some(Value::String(attempt.raw.clone()));
+    }
+    Ok(attempt)
+}
+
+/// A result as stored, without its history (which goes to `attempts`) and, when it is the best
+/// attempt's, without its artifact (which that attempt holds).
+fn encode_result(result: &RunResult) -> Result<String, serde_json::Error> {
+    let in_best_attempt = result.artifact.is_some()
+        && result
+            .best_iteration
+            .and_then(|best| result.history.iter().find(|a| a.iteration == best))
+            .is_some_and(|best| best.artifact == result.artifact);
+    // Field by field rather than `..result.clone()`, which would copy the whole history.
+    let stored = RunResult {
+        run_id: result.run_id.clone(),
+        status: result.status,
+        halted_because: result.halted_because,
+        artifact: if in_best_attempt { None } else { result.artifact.clone() },
+        validation: result.validation.clone(),
+        iterations: result.iterations,
+        best_iteration: result.best_iteration,
+        best_score: result.best_score,
+        best_ref: result.best_ref.clone(),
+        artifact_sha256: result.artifact_sha256.clone(),
+        metrics: result.metrics.clone(),
+        history: Vec::new(),
+        escalation: result.escalation.clone(),
+        error: result.error.clone(),
+    };
+    if !in_best_attempt {
+        return serde_json::to_string(&stored);
+    }
+    let mut value = serde_json::to_value(&stored)?;
+    if let Some(fields) = value.as_object_mut() {
+        fields.insert(ARTIFACT_IN_BEST_ATTEMPT.into(), Value::Bool(true));
+    }
+    serde_json::to_string(&value)
+}
+
+/// A result as read back, its history (and, when stored there, its artifact) taken from
+/// `attempts`. `None` when the result names a best attempt that is not there.
+fn decode_result(text: &str, attempts: &[AttemptRecord]) -> Result<Option<RunResult>, serde_json::Error> {
+    let mut value: Value = serde_json::from_str(text)?;
+    let in_best_attempt =
+        value.as_object_mut().and_then(|fields| fields.remove(ARTIFACT_IN_BEST_ATTEMPT)) == Some(Value::Bool(true));
+    let mut result: RunResult = serde_json::from_value(value)?;
+    if in_best_attempt {
+        let best = result.best_iteration.and_then(|i| attempts.iter().find(|a| a.iteration == i));
+        match best {
+            Some(best) => result.artifact = best.artifact.clone(),
+            None => return Ok(None),
+        }
+    }
+    result.history = attempts.to_vec();
+    Ok(Some(result))
+}
+
 impl AttemptColumns {
     pub fn new(run_id: &str, attempt: &AttemptRecord) -> Result<Self, StoreError> {
-        let record = serde_json::to_string(attempt).map_err(|e| StoreError::Query {
+        let record = encode_attempt(attempt).map_err(|e| StoreError::Query {
             action: format!("save attempt {} of run `{run_id}`", attempt.iteration),
             message: format!("cannot encode the attempt as JSON: {e}"),
         })?;
@@ -83,8 +169,7 @@ impl ResultColumns {
         let run_id = &result.run_id;
         let history =
             result.history.iter().map(|attempt| AttemptColumns::new(run_id, attempt)).collect::<Result<Vec<_>, _>>()?;
-        let without_history = RunResult { history: Vec::new(), ..result.clone() };
-        let text = serde_json::to_string(&without_history).map_err(|e| StoreError::Query {
+        let text = encode_result(result).map_err(|e| StoreError::Query {
             action: format!("finish run `{run_id}`"),
             message: format!("cannot encode the result as JSON: {e}"),
         })?;
@@ -178,18 +263,22 @@ impl RunRow {
         let attempts = attempts
             .into_iter()
             .map(|row| {
-                serde_json::from_str::<AttemptRecord>(&row.record)
+                decode_attempt(&row.record)
                     .map_err(|e| corrupt(format!("attempt {} of run `{run_id}`", row.iteration), e))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let result = match &self.result {
             None => None,
-            Some(text) => {
-                let mut result = serde_json::from_str::<RunResult>(text)
-                    .map_err(|e| corrupt(format!("result of run `{run_id}`"), e))?;
-                result.history = attempts.clone();
-                Some(result)
-            }
+            Some(text) => Some(
+                decode_result(text, &attempts)
+                    .map_err(|e| corrupt(format!("result of run `{run_id}`"), e))?
+                    .ok_or_else(|| {
+                        corrupt(
+                            format!("result of run `{run_id}`"),
+                            "its artifact is in a best attempt that is missing",
+                        )
+                    })?,
+            ),
         };
         Ok(StoredRun {
             state: state(&run_id, &self.state)?,

@@ -108,6 +108,7 @@ contract!(
     concurrent_runs_never_lock,
     claims_are_exclusive,
     expired_leases_are_requeued,
+    raw_text_reads_back_as_the_artifact,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -323,6 +324,43 @@ async fn json_reads_back_verbatim(store: Arc<dyn Queue>) {
     assert_eq!(keys, ["zeta", "alpha", "text", "big", "float", "tiny", "neg"]);
 }
 
+/// A text-mode attempt (its artifact is its raw text) and a result whose artifact is its best
+/// attempt's read back whole, however they are stored.
+async fn raw_text_reads_back_as_the_artifact(store: Arc<dyn Queue>) {
+    store.insert_run("run-t", &spec("write a poem"), RunState::Running).await.unwrap();
+    let text = "roses are red\n".repeat(1000);
+    let history = vec![text_attempt(1, &text, 0.0), text_attempt(2, "violets", 1.0), attempt(3, 0.0, None)];
+    for a in &history {
+        store.save_attempt("run-t", a).await.unwrap();
+    }
+    assert_eq!(store.run("run-t").await.unwrap().unwrap().attempts, history);
+    // The best is attempt 2; the result's artifact is its artifact.
+    let mut finished = result("run-t", RunStatus::Failed, history.clone());
+    finished.best_iteration = Some(2);
+    finished.artifact = history[1].artifact.clone();
+    store.finish_run(&finished).await.unwrap();
+    let stored = store.run("run-t").await.unwrap().unwrap();
+    assert_eq!(stored.attempts, history);
+    assert_eq!(stored.result.as_ref(), Some(&finished));
+    assert_eq!(serde_json::to_string(&stored.result).unwrap(), serde_json::to_string(&Some(&finished)).unwrap());
+
+    // A result whose artifact is no attempt's (a library caller's own) is kept as given.
+    let mut own = finished.clone();
+    own.run_id = "run-o".into();
+    own.artifact = Some(json!("an artifact of its own"));
+    store.insert_run("run-o", &spec("p"), RunState::Running).await.unwrap();
+    store.finish_run(&own).await.unwrap();
+    assert_eq!(store.run("run-o").await.unwrap().unwrap().result, Some(own));
+}
+
+/// A text-mode attempt: the artifact is the raw text itself.
+fn text_attempt(iteration: u32, raw: &str, score: f64) -> AttemptRecord {
+    let mut a = attempt(iteration, score, Some(Value::String(raw.to_owned())));
+    a.raw = raw.to_owned();
+    a.extraction = None;
+    a
+}
+
 /// `list`: newest first, by state, at most `limit` (50 by default).
 async fn list_orders_filters_and_limits(store: Arc<dyn Queue>) {
     for i in 0..5 {
@@ -528,6 +566,64 @@ mod sqlite_only {
         assert_eq!((done.state, done.result), (RunState::Succeeded, Some(finished)));
         assert_eq!(store.unfinished().await.unwrap(), ["interrupted"]);
         assert_eq!(store.run("interrupted").await.unwrap().unwrap().attempts, history[..1]);
+    }
+
+    /// The raw text of a text-mode run is stored once: not again as the attempt's artifact, nor
+    /// as the result's.
+    #[tokio::test]
+    async fn raw_text_is_stored_once() {
+        use sqlx::Connection;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("redraft.db");
+        let store = SqliteStore::open(path.to_str().unwrap()).await.unwrap();
+        store.insert_run("big", &spec("p"), RunState::Running).await.unwrap();
+        let raw = "a long answer. ".repeat(200_000); // 3 MB
+        let history = vec![text_attempt(1, &raw, 1.0)];
+        store.save_attempt("big", &history[0]).await.unwrap();
+        store.finish_run(&result("big", RunStatus::Succeeded, history.clone())).await.unwrap();
+
+        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display())).await.unwrap();
+        let stored: i64 = sqlx::query_scalar(
+            "SELECT (SELECT SUM(LENGTH(record)) FROM attempts) + (SELECT SUM(LENGTH(result)) FROM runs)",
+        )
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+        let raw_len = i64::try_from(raw.len()).unwrap();
+        assert!(stored >= raw_len && stored < raw_len + 4096, "{stored} bytes stored for {raw_len} bytes of raw text");
+        let back = store.run("big").await.unwrap().unwrap();
+        assert_eq!(back.attempts, history);
+        assert_eq!(back.result.unwrap().artifact, Some(Value::String(raw)));
+    }
+
+    /// Rows written by earlier versions (every attempt and result whole) read back as they were.
+    #[tokio::test]
+    async fn rows_of_earlier_versions_read_back() {
+        use sqlx::Connection;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("redraft.db");
+        let store = SqliteStore::open(path.to_str().unwrap()).await.unwrap();
+        store.insert_run("old", &spec("p"), RunState::Running).await.unwrap();
+        let history = vec![text_attempt(1, "an old answer", 1.0)];
+        let finished = result("old", RunStatus::Succeeded, history.clone());
+        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display())).await.unwrap();
+        sqlx::query(
+            "INSERT INTO attempts (run_id, iteration, status, score, has_artifact, record, recorded_at)
+             VALUES ('old', 1, 'accepted', 1.0, 1, $1, 0)",
+        )
+        .bind(serde_json::to_string(&history[0]).unwrap())
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        let whole = RunResult { history: Vec::new(), ..finished.clone() };
+        sqlx::query("UPDATE runs SET state = 'succeeded', result = $1 WHERE id = 'old'")
+            .bind(serde_json::to_string(&whole).unwrap())
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        let back = store.run("old").await.unwrap().unwrap();
+        assert_eq!(back.attempts, history);
+        assert_eq!(back.result, Some(finished));
     }
 
     /// The file is in WAL mode with foreign keys enforced.

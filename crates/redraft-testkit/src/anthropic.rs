@@ -43,7 +43,20 @@ impl FakeAnthropic {
     }
 }
 
+/// A Messages API answer body with `text`, stopped at `end_turn`, 100 input and 20 output tokens.
+pub fn message_body(text: &str) -> Value {
+    message_value(text, "end_turn", Some((100, 20)))
+}
+
 fn message(text: &str, stop_reason: &str, usage: Option<(u64, u64)>) -> ResponseTemplate {
+    ResponseTemplate::new(200).insert_header("request-id", "req_fake").set_body_json(message_value(
+        text,
+        stop_reason,
+        usage,
+    ))
+}
+
+fn message_value(text: &str, stop_reason: &str, usage: Option<(u64, u64)>) -> Value {
     let mut body = json!({
         "id": "msg_fake",
         "type": "message",
@@ -56,7 +69,7 @@ fn message(text: &str, stop_reason: &str, usage: Option<(u64, u64)>) -> Response
     if let Some((input, output)) = usage {
         body["usage"] = json!({"input_tokens": input, "output_tokens": output});
     }
-    ResponseTemplate::new(200).insert_header("request-id", "req_fake").set_body_json(body)
+    body
 }
 
 /// A 200 message with `text`, stopped at `end_turn`, reporting 100 input and 20 output tokens.

@@ -1,10 +1,13 @@
 //! Fakes for tests, not mocks: fake OpenAI-compatible, Anthropic and Ollama servers on
-//! `127.0.0.1:0` that answer from a script, reply by reply. They are strict: a call beyond the
-//! script gets HTTP 500 "unexpected call", which fails the run under test visibly.
+//! `127.0.0.1:0` that answer from a script, reply by reply, and a raw HTTP server ([`raw`])
+//! scripted per connection for broken transports (resets, short bodies) and huge bodies. They
+//! are strict: a call beyond the script gets HTTP 500 "unexpected call", which fails the run
+//! under test visibly.
 
 pub mod anthropic;
 pub mod hostile;
 pub mod ollama;
+pub mod raw;
 mod scripted;
 
 use std::time::Duration;
@@ -12,6 +15,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
 
+pub use raw::{RawReply, RawRequest, RawServer};
 pub use scripted::ScriptedServer;
 pub use wiremock::ResponseTemplate as Reply;
 
@@ -44,14 +48,19 @@ impl FakeOpenAi {
     }
 }
 
-/// A 200 chat completion with `content`, reporting 100 input and 20 output tokens.
-pub fn reply(content: &str) -> ResponseTemplate {
-    ResponseTemplate::new(200).set_body_json(json!({
+/// A chat completion body with `content`, reporting 100 input and 20 output tokens.
+pub fn completion(content: &str) -> Value {
+    json!({
         "id": "chatcmpl-fake",
         "object": "chat.completion",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
-    }))
+    })
+}
+
+/// A 200 chat completion with `content`, reporting 100 input and 20 output tokens.
+pub fn reply(content: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(completion(content))
 }
 
 /// A 200 chat completion that reports no usage.

@@ -38,7 +38,16 @@ impl FakeOllama {
     }
 }
 
+/// An `/api/chat` answer body with `content`, `done_reason: "stop"`, 100 prompt and 20 eval tokens.
+pub fn chat_body(content: &str) -> Value {
+    chat_value(content, "stop", Some((100, 20)))
+}
+
 fn chat(content: &str, done_reason: &str, counts: Option<(u64, u64)>) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(chat_value(content, done_reason, counts))
+}
+
+fn chat_value(content: &str, done_reason: &str, counts: Option<(u64, u64)>) -> Value {
     let mut body = json!({
         "model": "fake",
         "created_at": "2025-01-01T00:00:00.000000Z",
@@ -54,7 +63,7 @@ fn chat(content: &str, done_reason: &str, counts: Option<(u64, u64)>) -> Respons
         body["eval_count"] = json!(eval);
         body["eval_duration"] = json!(700_000);
     }
-    ResponseTemplate::new(200).set_body_json(body)
+    body
 }
 
 /// A 200 answer with `content`, `done_reason: "stop"`, 100 prompt and 20 eval tokens.

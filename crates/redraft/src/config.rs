@@ -41,7 +41,8 @@ pub struct Config {
     pub policy: Policy,
     /// How the expected shape is shown: `schema`, `example` or `both`. By default, `both`.
     pub prompt_style: PromptStyle,
-    /// Longest echo of a previous submission in feedback. By default, 4000.
+    /// Longest echo of a previous submission (in feedback, and as the previous answer kept in a
+    /// conversation), and the most issue text one attempt's feedback carries. By default, 4000.
     pub feedback_max_chars: usize,
     /// Sampling temperature. By default, the provider's.
     pub temperature: Option<f32>,
@@ -215,6 +216,10 @@ pub struct ProviderConfig {
     /// One HTTP request's limit. By default, the policy's `attempt_timeout`.
     #[serde(default, with = "redraft_core::duration::serde_human::option")]
     pub request_timeout: Option<Duration>,
+    /// The largest answer read from one call, in bytes (an HTTP body, a command's stdout): a
+    /// longer one ends the attempt with a `response_too_large` issue. By default, 4 MiB
+    /// (4194304), also for providers built from environment variables alone.
+    pub max_response_bytes: Option<usize>,
 }
 
 impl Config {
@@ -335,6 +340,7 @@ impl Config {
             }
         };
         let timeout = named.and_then(|p| p.request_timeout).unwrap_or(self.policy.attempt_timeout);
+        let max_response_bytes = response_limit(prefix, named)?;
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let provider: Arc<dyn ChatProvider> = match kind {
             ProviderType::Openai => {
@@ -351,6 +357,7 @@ impl Config {
                     api_key: env(&api_key_env),
                     api_key_env,
                     request_timeout: timeout,
+                    max_response_bytes,
                 })?)
             }
             ProviderType::Mock => {
@@ -382,7 +389,8 @@ impl Config {
                         p.workdir.clone().unwrap_or_else(|| PathBuf::from(".")),
                     )
                     .timeout(timeout)
-                    .sandbox(sandbox),
+                    .sandbox(sandbox)
+                    .max_response_bytes(response_limit(key, Some(p))?),
                 )
             }
             ProviderType::Anthropic => {
@@ -399,6 +407,7 @@ impl Config {
                     api_key: env(&api_key_env),
                     api_key_env,
                     request_timeout: timeout,
+                    max_response_bytes,
                 })?)
             }
             ProviderType::Ollama => {
@@ -411,10 +420,26 @@ impl Config {
                     model: model.to_owned(),
                     base_url,
                     request_timeout: timeout,
+                    max_response_bytes,
                 })?)
             }
         };
         Ok(Model { provider, price: self.models.get(name).copied() })
+    }
+}
+
+/// The largest answer `[providers.NAME]` allows (by default, 4 MiB).
+fn response_limit(name: &str, provider: Option<&ProviderConfig>) -> Result<usize, ConfigError> {
+    match provider.and_then(|p| p.max_response_bytes) {
+        Some(0) => Err(ConfigError::Invalid {
+            key: format!("providers.{name}.max_response_bytes"),
+            message: format!(
+                "must be more than 0 bytes (by default, {})",
+                redraft_providers::DEFAULT_MAX_RESPONSE_BYTES
+            ),
+        }),
+        Some(bytes) => Ok(bytes),
+        None => Ok(redraft_providers::DEFAULT_MAX_RESPONSE_BYTES),
     }
 }
 
@@ -535,6 +560,23 @@ api_key_env = "OLLAMA_API_KEY"
         assert_eq!(c.model("ollama/llama3").unwrap().provider.name(), "ollama/llama3");
         let err = c.model("command/claude").err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("[providers.claude]"), "{err}");
+    }
+
+    #[test]
+    fn a_response_limit_of_zero_is_refused_naming_the_key() {
+        for kind in ["openai", "anthropic", "ollama"] {
+            let text = format!("[providers.p]\ntype = \"{kind}\"\nmax_response_bytes = 0\n");
+            let c = Config::parse(&text, Path::new("r.toml")).unwrap();
+            let err = c.model("p/m").err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.contains("`providers.p.max_response_bytes`") && err.contains("4194304"), "{err}");
+        }
+        let c = Config::parse(
+            "[providers.a]\ntype = \"command\"\ncommand = \"cat\"\nmax_response_bytes = 0\n",
+            Path::new("r.toml"),
+        )
+        .unwrap();
+        let err = c.model("command/a").err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("`providers.a.max_response_bytes`"), "{err}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use redraft_core::{
     ArtifactSource, AttemptEnd, AttemptOutcome, AttemptRecord, Candidate, Ceilings, ChatProvider, ChatRequest,
@@ -258,6 +259,14 @@ pub fn new_run_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
+/// What calling the proposer came to, short of a provider error.
+#[derive(Debug)]
+enum Proposal {
+    Answered(ChatResponse),
+    /// The attempt's time ran out during a call.
+    TimedOut,
+}
+
 /// What a run produced, with the typed provider error when the proposer failed.
 #[derive(Debug)]
 pub(crate) struct Finished {
@@ -314,7 +323,6 @@ impl Runner {
         }
         let start = Instant::now();
         let deadline = engine.plan().policy.max_wall_time.map(|d| start + d);
-        let attempt_timeout = engine.plan().policy.attempt_timeout;
         let mut provider_error = None;
         loop {
             if cancel.is_cancelled() {
@@ -330,7 +338,7 @@ impl Runner {
             let t0 = Instant::now();
             let provider = self.proposers.get(proposer).or(self.proposers.first()).cloned();
             let attempt = self
-                .attempt(provider, &engine, iteration, &request, &context)
+                .attempt(provider, &engine, iteration, &request, &context, deadline)
                 .instrument(info_span!("attempt", iteration, proposer));
             let wall = async {
                 match deadline {
@@ -342,14 +350,13 @@ impl Runner {
                 biased;
                 _ = cancel.cancelled() => AttemptEnd::Interrupted(Interruption::Cancelled),
                 _ = wall => AttemptEnd::Interrupted(Interruption::WallTime),
-                r = tokio::time::timeout(attempt_timeout, attempt) => match r {
-                    Ok(Ok(end)) => end,
-                    Ok(Err(e)) => {
+                r = attempt => match r {
+                    Ok(end) => end,
+                    Err(e) => {
                         let message = e.to_string();
                         provider_error = Some(e);
                         AttemptEnd::ProviderFailed { message }
                     }
-                    Err(_) => AttemptEnd::TimedOut,
                 },
             };
             let wall_ms = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -375,7 +382,9 @@ impl Runner {
         Ok(Finished { result, provider_error })
     }
 
-    /// One attempt: propose (with transport retries), extract, evaluate.
+    /// One attempt: propose (with transport retries), extract, evaluate. `attempt_timeout`
+    /// bounds the calls and the evaluation together; the waits between retries are not counted
+    /// (a server's `Retry-After` is bounded by the wall time, see [`Runner::propose`]).
     async fn attempt(
         &self,
         provider: Option<Arc<dyn ChatProvider>>,
@@ -383,9 +392,23 @@ impl Runner {
         iteration: u32,
         request: &ChatRequest,
         context: &Value,
+        deadline: Option<Instant>,
     ) -> Result<AttemptEnd, ProviderError> {
         let provider = provider.ok_or_else(|| ProviderError::Failed { message: "no proposer is configured".into() })?;
-        let response = self.propose(provider.as_ref(), request).await?;
+        let mut left = engine.plan().policy.attempt_timeout;
+        let response = match self.propose(provider.as_ref(), request, &mut left, deadline).await {
+            Ok(Proposal::Answered(response)) => response,
+            Ok(Proposal::TimedOut) => return Ok(AttemptEnd::TimedOut),
+            // The model's answer is too big: an attempt that failed, not a transport failure.
+            Err(ProviderError::ResponseTooLarge { limit, .. }) => return Ok(AttemptEnd::ResponseTooLarge { limit }),
+            Err(error) => return Err(error),
+        };
+        let judged = tokio::time::timeout(left, self.judge(engine, iteration, response, context)).await;
+        Ok(judged.unwrap_or(AttemptEnd::TimedOut))
+    }
+
+    /// Find the artifact in an answer and evaluate it.
+    async fn judge(&self, engine: &Engine, iteration: u32, response: ChatResponse, context: &Value) -> AttemptEnd {
         let candidate = match &self.artifact_source {
             None => engine.candidate(&response.text),
             Some(source) => match source.artifact(&response.text, iteration).await {
@@ -401,24 +424,43 @@ impl Runner {
             Some(artifact) => Some(self.evaluate(artifact, context, iteration).await),
             None => None,
         };
-        Ok(AttemptEnd::Answered { response, candidate, verdict })
+        AttemptEnd::Answered { response, candidate, verdict }
     }
 
     /// Call the proposer, retrying transport failures as the retry policy decides. Retries
-    /// are not attempts.
-    async fn propose(&self, provider: &dyn ChatProvider, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+    /// are not attempts. Each call may take what is `left` of the attempt's time, and uses it
+    /// up; the waits between calls do not. A server's `Retry-After` is waited for when it ends
+    /// before the wall-time `deadline` (without one, when it is within the policy's
+    /// `max_delay`); a longer one ends the run as a provider error that names the wait.
+    async fn propose(
+        &self,
+        provider: &dyn ChatProvider,
+        request: &ChatRequest,
+        left: &mut Duration,
+        deadline: Option<Instant>,
+    ) -> Result<Proposal, ProviderError> {
         let mut retries = 0;
         loop {
-            match provider.complete(request).await {
-                Ok(response) => return Ok(response),
-                Err(error) => match self.retry.decide(retries, &error, fastrand::f64()) {
-                    RetryDecision::Retry { after } => {
-                        warn!(retry = retries + 1, after_ms = after.as_millis() as u64, %error, "transport failure; retrying");
-                        tokio::time::sleep(after).await;
-                        retries += 1;
-                    }
-                    RetryDecision::GiveUp => return Err(error),
-                },
+            let t0 = Instant::now();
+            let called = tokio::time::timeout(*left, provider.complete(request)).await;
+            *left = left.saturating_sub(t0.elapsed());
+            let error = match called {
+                Err(_) => return Ok(Proposal::TimedOut),
+                Ok(Ok(response)) => return Ok(Proposal::Answered(response)),
+                Ok(Err(error)) => error,
+            };
+            let wall_time_left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            match self.retry.decide(retries, &error, fastrand::f64(), wall_time_left) {
+                RetryDecision::Retry { after } => {
+                    warn!(retry = retries + 1, after_ms = after.as_millis() as u64, %error, "transport failure; retrying");
+                    tokio::time::sleep(after).await;
+                    retries += 1;
+                }
+                RetryDecision::GiveUp => return Err(error),
+                RetryDecision::WaitTooLong { wait, bound } => {
+                    let url = error.url().unwrap_or(provider.name()).to_owned();
+                    return Err(ProviderError::WaitTooLong { url, wait, bound });
+                }
             }
         }
     }

@@ -14,6 +14,7 @@ fn provider_at(base_url: String, timeout: Duration) -> AnthropicProvider {
         api_key: Some("sk-ant-test".into()),
         api_key_env: "ANTHROPIC_API_KEY".into(),
         request_timeout: timeout,
+        max_response_bytes: redraft_providers::DEFAULT_MAX_RESPONSE_BYTES,
     })
     .unwrap()
 }
@@ -76,6 +77,7 @@ async fn max_tokens_defaults_and_a_missing_key_sends_no_header() {
         api_key: None,
         api_key_env: "ANTHROPIC_API_KEY".into(),
         request_timeout: Duration::from_secs(5),
+        max_response_bytes: redraft_providers::DEFAULT_MAX_RESPONSE_BYTES,
     })
     .unwrap();
     provider.complete(&hello()).await.unwrap();

@@ -13,6 +13,7 @@ fn provider_at(base_url: String, timeout: Duration) -> OllamaProvider {
         model: "llama3.2".into(),
         base_url,
         request_timeout: timeout,
+        max_response_bytes: redraft_providers::DEFAULT_MAX_RESPONSE_BYTES,
     })
     .unwrap()
 }

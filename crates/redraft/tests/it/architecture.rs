@@ -29,7 +29,7 @@ fn core_does_no_io() {
     for krate in ["redraft-core", "redraft-extract"] {
         for dep in dependencies(krate) {
             assert!(
-                !["tokio", "reqwest", "sqlx", "hyper", "axum", "fastrand", "rand", "redraft-sandbox", "process-wrap"]
+                !["tokio", "reqwest", "sqlx", "hyper", "axum", "fastrand", "rand", "redraft-sandbox", "libc"]
                     .contains(&dep.as_str()),
                 "{krate} must not depend on the IO/runtime crate `{dep}`"
             );

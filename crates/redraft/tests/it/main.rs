@@ -6,4 +6,5 @@
 mod architecture;
 mod openai;
 mod paused;
+mod transport;
 mod typed;

@@ -16,6 +16,7 @@ fn model(server: &FakeOpenAi) -> Model {
             api_key: Some("sk-test".into()),
             api_key_env: "OPENAI_API_KEY".into(),
             request_timeout: Duration::from_secs(10),
+            max_response_bytes: redraft::providers::DEFAULT_MAX_RESPONSE_BYTES,
         })
         .unwrap(),
     )
