@@ -194,44 +194,12 @@ impl Evaluator for ExecEvaluator {
 #[cfg(test)]
 mod tests {
     use std::path::Path;
-    use std::sync::atomic::{AtomicU32, Ordering};
 
     use serde_json::json;
 
+    use redraft_testkit::processes::{eventually, live_marked, token};
+
     use super::*;
-
-    /// A `sleep` duration no other process uses, to find the sleepers by their command line.
-    fn sleep_token() -> String {
-        static NEXT: AtomicU32 = AtomicU32::new(1);
-        format!("30.{}{:03}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
-    }
-
-    /// Live (non-zombie) processes whose command line contains `token`.
-    fn live_with(token: &str) -> Vec<u32> {
-        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-        entries
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|pid| {
-                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-                let state = stat.rsplit(')').next().unwrap_or("").trim_start().chars().next();
-                String::from_utf8_lossy(&cmdline).contains(token) && !matches!(state, None | Some('Z' | 'X'))
-            })
-            .collect()
-    }
-
-    /// Polls `check` every 20 ms until it holds, for at most 5 s.
-    async fn eventually(mut check: impl FnMut() -> bool) -> bool {
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while std::time::Instant::now() < deadline {
-            if check() {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        check()
-    }
 
     /// A script starting a sleeper in a session of its own, waiting until it runs, then `rest`.
     fn escaping(token: &str, rest: &str) -> String {
@@ -248,7 +216,7 @@ mod tests {
     #[tokio::test]
     async fn a_verifier_that_escapes_with_setsid_is_killed_at_the_timeout() {
         let dir = tempfile::tempdir().unwrap();
-        let token = sleep_token();
+        let token = token();
         let ev =
             ExecEvaluator::new(escaping(&token, &format!("sleep {token}")), dir.path()).timeout(Duration::from_secs(2));
         let out = ev.run(&json!({"n": 1})).await.unwrap();
@@ -257,28 +225,28 @@ mod tests {
         assert!(!verdict.passed && verdict.issues[0].code == codes::TIMEOUT, "{verdict:?}");
         let pid = escapee(dir.path());
         assert!(
-            eventually(|| live_with(&token).is_empty()).await,
+            eventually(Duration::from_secs(5), || live_marked(&token).is_empty()).await,
             "left running: {:?} (escapee {pid})",
-            live_with(&token)
+            live_marked(&token)
         );
     }
 
     #[tokio::test]
     async fn a_verifier_leaves_nothing_behind_when_it_exits() {
         let dir = tempfile::tempdir().unwrap();
-        let token = sleep_token();
+        let token = token();
         let ev = ExecEvaluator::new(escaping(&token, "echo 'test.py:3: assert 1 == 2'; exit 1"), dir.path());
         let out = ev.run(&json!({"n": 1})).await.unwrap();
         let verdict = ev.verdict(&out).unwrap();
         assert!(!verdict.passed && verdict.issues[0].path == "test.py:3", "{verdict:?}");
         let pid = escapee(dir.path());
-        assert!(live_with(&token).is_empty(), "left running: {:?} (escapee {pid})", live_with(&token));
+        assert!(live_marked(&token).is_empty(), "left running: {:?} (escapee {pid})", live_marked(&token));
     }
 
     #[tokio::test]
     async fn a_cancelled_evaluation_kills_the_verifier_and_what_it_started() {
         let dir = tempfile::tempdir().unwrap();
-        let token = sleep_token();
+        let token = token();
         let ev = ExecEvaluator::new(escaping(&token, &format!("sleep {token}")), dir.path());
         let artifact = json!({"n": 1});
         let mut running = Box::pin(ev.run(&artifact));
@@ -287,9 +255,13 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "the escapee did not start");
             assert!(tokio::time::timeout(Duration::from_millis(50), &mut running).await.is_err(), "run finished");
         }
-        assert!(!live_with(&token).is_empty());
+        assert!(!live_marked(&token).is_empty());
         drop(running);
-        assert!(eventually(|| live_with(&token).is_empty()).await, "left running: {:?}", live_with(&token));
+        assert!(
+            eventually(Duration::from_secs(5), || live_marked(&token).is_empty()).await,
+            "left running: {:?}",
+            live_marked(&token)
+        );
     }
 
     #[tokio::test]

@@ -186,6 +186,8 @@ impl ChatProvider for CommandProvider {
 
 #[cfg(test)]
 mod tests {
+    use redraft_testkit::processes::{live_marked, token};
+
     use super::*;
 
     #[test]
@@ -196,26 +198,6 @@ mod tests {
         assert_eq!(u, Usage { input_tokens: 120, output_tokens: 30 });
         assert_eq!(c, Some(0.002));
         assert!(reported_usage("{\"other\": 1}\nplain").is_none());
-    }
-
-    /// Live (non-zombie) processes whose command line contains `token`.
-    fn live_with(token: &str) -> Vec<u32> {
-        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-        entries
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|pid| {
-                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-                let state = stat.rsplit(')').next().unwrap_or("").trim_start().chars().next();
-                String::from_utf8_lossy(&cmdline).contains(token) && !matches!(state, None | Some('Z' | 'X'))
-            })
-            .collect()
-    }
-
-    fn sleep_token() -> String {
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-        format!("30.{}{:03}", std::process::id(), NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
     }
 
     fn request() -> ChatRequest {
@@ -234,23 +216,23 @@ mod tests {
     #[tokio::test]
     async fn an_agent_that_escapes_with_setsid_is_killed_at_the_timeout() {
         let dir = tempfile::tempdir().unwrap();
-        let token = sleep_token();
+        let token = token();
         let agent = escaping_agent(dir.path(), &token, &format!("sleep {token}")).timeout(Duration::from_secs(2));
         let err = agent.complete(&request()).await.unwrap_err();
         assert!(err.to_string().contains("took longer than"), "{err}");
         assert!(dir.path().join("escapee").exists());
         // Gone by the time the call returns: the supervisor waits for the last process.
-        assert!(live_with(&token).is_empty(), "left running: {:?}", live_with(&token));
+        assert!(live_marked(&token).is_empty(), "left running: {:?}", live_marked(&token));
     }
 
     #[tokio::test]
     async fn an_agent_leaves_nothing_behind_when_it_exits() {
         let dir = tempfile::tempdir().unwrap();
-        let token = sleep_token();
+        let token = token();
         let agent = escaping_agent(dir.path(), &token, "echo '{\"answer\": 42}'");
         let response = agent.complete(&request()).await.unwrap();
         assert_eq!(response.text, "{\"answer\": 42}\n");
-        assert!(live_with(&token).is_empty(), "left running: {:?}", live_with(&token));
+        assert!(live_marked(&token).is_empty(), "left running: {:?}", live_marked(&token));
     }
 
     #[tokio::test]

@@ -7,6 +7,7 @@
 pub mod anthropic;
 pub mod hostile;
 pub mod ollama;
+pub mod processes;
 pub mod raw;
 mod scripted;
 

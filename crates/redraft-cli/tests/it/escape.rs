@@ -7,51 +7,11 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use redraft_testkit::processes::{MARK, left_after, token};
 use redraft_testkit::{FakeOpenAi, reply};
 use serde_json::Value;
 
 use crate::{output, redraft, write};
-
-/// Set on every redraft these tests start, so every process below it carries it.
-const MARK: &str = "REDRAFT_ESCAPE_TEST";
-
-/// A value for [`MARK`] and a `sleep` duration no other process uses.
-fn token() -> String {
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-    format!("30.{}{:03}", std::process::id(), NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
-}
-
-/// Live (non-zombie) processes carrying `MARK=token` in their environment or `token` in their
-/// command line.
-fn live_marked(token: &str) -> Vec<(u32, String)> {
-    let entry = format!("{MARK}={token}");
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| {
-            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-            let cmdline = String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default())
-                .replace('\0', " ");
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let state = stat.rsplit(')').next().unwrap_or("").trim_start().chars().next();
-            let marked = environ.split(|&b| b == 0).any(|var| var == entry.as_bytes()) || cmdline.contains(token);
-            (marked && !matches!(state, None | Some('Z' | 'X'))).then_some((pid, cmdline))
-        })
-        .collect()
-}
-
-/// Polls until no marked process is left, for at most 10 s; returns what is left.
-async fn left_after_waiting(token: &str) -> Vec<(u32, String)> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let left = live_marked(token);
-        if left.is_empty() || tokio::time::Instant::now() >= deadline {
-            return left;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// Starts, in the background, a sleeper in a session of its own that ignores SIGTERM and one
 /// double-forked sleeper, then waits until the first has written its pid to `$PROMPTS/escapee`.
@@ -89,7 +49,7 @@ async fn an_agent_that_setsids_a_sleeper_is_killed_with_it_at_the_attempt_timeou
     let out = output(until(dir.path(), prompts.path(), &token, &args)).await;
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(prompts.path().join("escapee").exists(), "the agent's escapee never started: {}", out.stderr);
-    let left = left_after_waiting(&token).await;
+    let left = left_after(&token, Duration::from_secs(10)).await;
     assert!(left.is_empty(), "left running after the timeout: {left:?}");
 }
 
@@ -108,7 +68,7 @@ async fn a_verifier_that_setsids_a_sleeper_leaves_nothing_behind() {
     .await;
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(prompts.path().join("escapee").exists(), "the verifier's escapee never started: {}", out.stderr);
-    let left = left_after_waiting(&token).await;
+    let left = left_after(&token, Duration::from_secs(10)).await;
     assert!(left.is_empty(), "left running after the verifier exited: {left:?}");
 }
 
@@ -155,7 +115,7 @@ async fn ctrl_c_leaves_no_process_of_the_agent_running() {
     let (status, stderr) = finished(child).await;
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("halted because cancelled"), "{stderr}");
-    let left = left_after_waiting(&token).await;
+    let left = left_after(&token, Duration::from_secs(10)).await;
     assert!(left.is_empty(), "left running after Ctrl-C: {left:?}");
 }
 
@@ -168,7 +128,7 @@ async fn killing_redraft_itself_leaves_no_process_of_the_agent_running() {
     assert!(killed.success());
     let (status, _) = finished(child).await;
     assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9));
-    let left = left_after_waiting(&token).await;
+    let left = left_after(&token, Duration::from_secs(10)).await;
     assert!(left.is_empty(), "left running after redraft was killed: {left:?}");
 }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use redraft_sandbox::{Command, run};
 
-use crate::{alive, eventually, live_group_members, live_with_token, read_pids, sleep_token, tempdir};
+use crate::{alive, eventually, live_group_members, live_marked, read_pids, sleep_token, tempdir};
 
 #[tokio::test]
 async fn timeout_terminates_the_whole_group() {
@@ -35,7 +35,7 @@ async fn a_trapped_sigterm_gets_to_clean_up() {
     let output = run(&cmd).await.unwrap();
     assert!(output.timed_out);
     assert_eq!((output.status, output.stdout.as_str()), (Some(3), "cleanup\n"));
-    assert!(eventually(|| live_with_token(&token).is_empty()).await);
+    assert!(eventually(|| live_marked(&token).is_empty()).await);
 }
 
 #[tokio::test]
@@ -51,7 +51,7 @@ async fn an_ignored_sigterm_is_followed_by_sigkill_after_the_grace() {
     assert!(output.timed_out);
     assert_eq!((output.status, output.signal), (None, Some(9)));
     assert!(output.duration >= timeout + grace, "{:?}", output.duration);
-    assert!(eventually(|| live_with_token(&token).is_empty()).await);
+    assert!(eventually(|| live_marked(&token).is_empty()).await);
 }
 
 #[tokio::test]
@@ -64,7 +64,7 @@ async fn processes_left_behind_are_terminated_when_the_command_exits() {
     assert!(output.success() && !output.timed_out, "{output:?}");
     assert_eq!(output.stdout, "started\n");
     assert!(output.duration < Duration::from_secs(10), "{:?}", output.duration);
-    assert!(eventually(|| live_with_token(&token).is_empty()).await);
+    assert!(eventually(|| live_marked(&token).is_empty()).await);
 }
 
 #[tokio::test]

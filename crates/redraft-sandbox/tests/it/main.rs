@@ -12,15 +12,19 @@ mod quote;
 mod sandbox;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-/// Whether process `pid` exists and is not a zombie.
-pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat_fields(&stat).is_some_and(|(state, _)| !matches!(state, 'Z' | 'X' | 'x')),
-        Err(_) => false,
-    }
+use redraft_testkit::processes;
+pub use redraft_testkit::processes::{MARK, alive, token as sleep_token};
+
+/// Live processes marked with `token` (its command line, or `MARK=token` in its environment).
+pub fn live_marked(token: &str) -> Vec<u32> {
+    processes::live_marked(token).into_iter().map(|(pid, _)| pid).collect()
+}
+
+/// Polls `check` until it holds, for at most 3 s (a generous bound: it normally holds at once).
+pub async fn eventually(check: impl FnMut() -> bool) -> bool {
+    processes::eventually(Duration::from_secs(3), check).await
 }
 
 /// State and process group from `/proc/PID/stat`.
@@ -42,31 +46,6 @@ pub fn live_group_members(pgid: u32) -> Vec<u32> {
     })
 }
 
-/// Live (non-zombie) processes whose command line contains `token`.
-pub fn live_with_token(token: &str) -> Vec<u32> {
-    live_processes(|pid| {
-        std::fs::read(format!("/proc/{pid}/cmdline"))
-            .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(token))
-            && alive(pid)
-    })
-}
-
-/// The environment variable [`live_marked`] looks for.
-pub const MARK: &str = "REDRAFT_TEST_MARK";
-
-/// Live (non-zombie) processes whose environment has `MARK=token` or whose command line contains
-/// `token`: every process a command started, when the command runs with that variable set.
-pub fn live_marked(token: &str) -> Vec<u32> {
-    let entry = format!("{MARK}={token}");
-    live_processes(|pid| {
-        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        (environ.split(|&b| b == 0).any(|var| var == entry.as_bytes())
-            || String::from_utf8_lossy(&cmdline).contains(token))
-            && alive(pid)
-    })
-}
-
 fn live_processes(mut keep: impl FnMut(u32) -> bool) -> Vec<u32> {
     std::fs::read_dir("/proc")
         .unwrap()
@@ -74,24 +53,6 @@ fn live_processes(mut keep: impl FnMut(u32) -> bool) -> Vec<u32> {
         .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
         .filter(|&pid| keep(pid))
         .collect()
-}
-
-/// Polls `check` until it holds, for at most 3 s (a generous bound: it normally holds at once).
-pub async fn eventually(mut check: impl FnMut() -> bool) -> bool {
-    for _ in 0..150 {
-        if check() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    check()
-}
-
-/// A `sleep` duration no other process on the machine uses, to find the sleepers afterwards by
-/// their command line (also inside a PID namespace, where `$!` means nothing outside).
-pub fn sleep_token() -> String {
-    static NEXT: AtomicU32 = AtomicU32::new(1);
-    format!("30.{}{:03}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// The process ids written, one a line, to `path`.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use redraft_sandbox::{Command, PASSED_ENV, Sandbox, SandboxError, bwrap_available, run};
 
-use crate::{eventually, live_with_token, sleep_token, tempdir};
+use crate::{eventually, live_marked, sleep_token, tempdir};
 
 fn offline() -> Sandbox {
     Sandbox { network: false, ..Sandbox::default() }
@@ -199,7 +199,7 @@ async fn under_bwrap_a_timeout_still_terminates_everything() {
     if bwrap_available() {
         let output = result.unwrap();
         assert!(output.timed_out && dir.path().join("marker").exists(), "{output:?}");
-        assert!(eventually(|| live_with_token(&token).is_empty()).await, "sleepers left");
+        assert!(eventually(|| live_marked(&token).is_empty()).await, "sleepers left");
     } else {
         assert_refused(result, &dir.path().join("marker"));
     }
@@ -216,7 +216,7 @@ async fn under_bwrap_even_a_process_that_left_the_group_dies_with_the_command() 
     if bwrap_available() {
         let output = result.unwrap();
         assert!(output.success() && output.stdout == "started\n", "{output:?}");
-        assert!(eventually(|| live_with_token(&token).is_empty()).await, "the setsid sleeper survived");
+        assert!(eventually(|| live_marked(&token).is_empty()).await, "the setsid sleeper survived");
     } else {
         assert_refused(result, &dir.path().join("marker"));
     }
@@ -237,9 +237,9 @@ async fn under_bwrap_dropping_the_run_future_kills_everything() {
     while !dir.path().join("marker").exists() {
         assert!(tokio::time::timeout(Duration::from_millis(50), &mut running).await.is_err(), "run finished");
     }
-    assert!(eventually(|| live_with_token(&token).len() >= 2).await, "sleepers not found");
+    assert!(eventually(|| live_marked(&token).len() >= 2).await, "sleepers not found");
     drop(running);
-    assert!(eventually(|| live_with_token(&token).is_empty()).await, "sleepers left");
+    assert!(eventually(|| live_marked(&token).is_empty()).await, "sleepers left");
 }
 
 #[test]
