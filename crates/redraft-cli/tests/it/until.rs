@@ -159,14 +159,13 @@ async fn a_verifier_past_the_timeout_is_killed_with_its_children() {
     assert_eq!(out.code, 1, "{}", out.stderr);
     let report = std::fs::read_to_string(dir.path().join(".redraft/iterations/slow/1.md")).unwrap();
     assert!(report.contains("timeout"), "{report}");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let pids = std::fs::read_to_string(&pids).unwrap();
-    assert_eq!(pids.lines().count(), 2);
-    for pid in pids.lines() {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
-        let state = stat.rsplit(')').next().unwrap_or("").trim_start().chars().next();
-        assert!(stat.is_empty() || state == Some('Z'), "process {pid} survived: {stat}");
-    }
+    let pids: Vec<u32> = std::fs::read_to_string(&pids).unwrap().lines().map(|p| p.trim().parse().unwrap()).collect();
+    assert_eq!(pids.len(), 2);
+    let gone = redraft_testkit::processes::eventually(std::time::Duration::from_secs(5), || {
+        pids.iter().all(|&pid| !redraft_testkit::processes::alive(pid))
+    })
+    .await;
+    assert!(gone, "processes survived: {pids:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -250,11 +249,12 @@ async fn ctrl_c_stops_cleanly_and_writes_what_happened() {
     let escalation = std::fs::read_to_string(reports.join("escalation.md")).unwrap();
     assert!(escalation.contains("halted because cancelled"), "{escalation}");
     assert!(!dir.path().join(".redraft/until.lock").exists(), "the lock is released");
-    let agent_pid = std::fs::read_to_string(&pid_file).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", agent_pid.trim())).unwrap_or_default();
-    let state = stat.rsplit(')').next().unwrap_or("").trim_start().chars().next();
-    assert!(stat.is_empty() || state == Some('Z'), "the agent survived: {stat}");
+    let agent_pid: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let gone = redraft_testkit::processes::eventually(std::time::Duration::from_secs(5), || {
+        !redraft_testkit::processes::alive(agent_pid)
+    })
+    .await;
+    assert!(gone, "the agent {agent_pid} survived");
 }
 
 // ---- `--protect`: a protected file is put back (content and mode) and the iteration rejected;
