@@ -65,14 +65,14 @@ pub enum RunsCommand {
     /// Show a run: its result rebuilt from the store (or what it has so far).
     Show {
         run_id: String,
-        /// Print the whole result (SPEC 3 JSON).
+        /// Print the whole result as JSON (artifact, history, metrics, escalation).
         #[arg(long)]
         json: bool,
     },
     /// Continue an interrupted run from its last finished attempt.
     Resume {
         run_id: String,
-        /// Print the whole result (SPEC 3 JSON).
+        /// Print the whole result as JSON (artifact, history, metrics, escalation).
         #[arg(long)]
         json: bool,
         /// Where kinds live. By default, `kinds_dir` from the config.
@@ -159,7 +159,7 @@ pub struct RunArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
 
-    /// Print the whole result (SPEC 3 JSON) on stdout instead of only the artifact.
+    /// Print the whole result as JSON (artifact, history, metrics, escalation) on stdout instead of only the artifact.
     #[arg(long)]
     pub json: bool,
 
@@ -210,7 +210,7 @@ pub struct UntilArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
 
-    /// Print the whole result (SPEC 3 JSON) on stdout.
+    /// Print the whole result as JSON (artifact, history, metrics, escalation) on stdout.
     #[arg(long)]
     pub json: bool,
 

@@ -32,7 +32,7 @@ pub struct ErrorDetail {
 #[openapi(
     info(
         title = "redraft",
-        description = "Bounded generate → check → feed back → retry loops around language models. Every run is recorded; results have one shape (SPEC 3). Send `Authorization: Bearer TOKEN` when the server has tokens."
+        description = "Bounded generate → check → feed back → retry loops around language models. Every run is recorded; every endpoint returns results in one shape (run_id, status, artifact, validation, history, metrics, escalation). Send `Authorization: Bearer TOKEN` when the server has tokens."
     ),
     tags(
         (name = "runs", description = "Run the loop: wait for the result, or start it and follow its events"),

@@ -77,7 +77,7 @@ pub async fn run_and_wait(state: &AppState, spec: RunSpec) -> Result<RunResult, 
     tag = "runs",
     request_body(content = Object, description = "A run spec (schema `RunSpec`)", content_type = "application/json"),
     responses(
-        (status = 200, description = "The run succeeded: the result (SPEC 3)", body = Object),
+        (status = 200, description = "The run succeeded: the result (artifact, validation, history, metrics)", body = Object),
         (status = 422, description = "The run failed: the result, with the best-so-far artifact, the history, the escalation and an `error`", body = Object),
         (status = 400, description = "Malformed request or over a ceiling; nothing was run", body = ErrorBody),
         (status = 403, description = "An `exec:` command outside the allow-list, or a model that reads files", body = ErrorBody),
@@ -150,7 +150,7 @@ pub async fn list_runs(State(state): State<AppState>, Query(q): Query<ListQuery>
     tag = "runs",
     params(("id" = String, Path, description = "The run id")),
     responses(
-        (status = 200, description = "The result (SPEC 3) of a finished run, or `{run_id, state, spec, iterations, history}` of one in flight", body = Object),
+        (status = 200, description = "The result of a finished run, or `{run_id, state, spec, iterations, history}` of one in flight", body = Object),
         (status = 404, description = "No such run", body = ErrorBody),
     )
 )]

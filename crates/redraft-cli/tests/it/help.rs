@@ -58,8 +58,8 @@ async fn run_help_lists_every_flag() {
                                         = off). By default, 2
           --temperature <T>             Sampling temperature. By default, the provider's
           --max-tokens <N>              Output token limit per attempt. By default, the provider's
-          --json                        Print the whole result (SPEC 3 JSON) on stdout instead of only
-                                        the artifact
+          --json                        Print the whole result as JSON (artifact, history, metrics,
+                                        escalation) on stdout instead of only the artifact
           --no-store                    Do not record the run in the store (`.redraft/redraft.db` by
                                         default)
           --progress <WHEN>             A progress line per attempt on stderr. By default, only when
@@ -122,7 +122,8 @@ async fn until_help_lists_every_flag() {
                                         = off). By default, 2
           --temperature <T>             Sampling temperature. By default, the provider's
           --max-tokens <N>              Output token limit per attempt. By default, the provider's
-          --json                        Print the whole result (SPEC 3 JSON) on stdout
+          --json                        Print the whole result as JSON (artifact, history, metrics,
+                                        escalation) on stdout
           --progress <WHEN>             A progress line per iteration on stderr. By default, only when
                                         stderr is a terminal [default: auto] [possible values: auto,
                                         always, never]
