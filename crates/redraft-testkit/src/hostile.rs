@@ -5,7 +5,8 @@
 
 /// The allow-list the payloads are aimed at: a compiler check with one argument, a test runner
 /// with any plain arguments, a command with no argument, a check of the artifact.
-pub const EXEC_ALLOW: [&str; 4] = ["python3 -m py_compile *", "pytest -q **", "true", "test -s {artifact}"];
+pub const EXEC_ALLOW: [&str; 5] =
+    ["python3 -m py_compile *", "python3 -m py_compile {artifact}", "pytest -q **", "true", "test -s {artifact}"];
 
 /// Commands that `EXEC_ALLOW` must admit (they run and create nothing).
 pub const EXEC_ALLOWED: [&str; 4] =
@@ -68,6 +69,8 @@ pub fn exec_payloads(mark: impl Fn(usize) -> String, fake_bin: &str) -> Vec<(&'s
         ("option through *", "python3 -m py_compile --help".into()),
         ("other module", "python3 -m zipfile -c MARK x".into()),
         ("inline code", "python3 -c open('MARK','w')".into()),
+        ("the model's artifact through **", "pytest -q {artifact}".into()),
+        ("the model's artifact as a module", "python3 -m {artifact} MARK".into()),
         // Globs, braces, tildes, comments.
         ("glob", "python3 -m py_compile *".into()),
         ("brace expansion", "python3 -m py_compile {x,y}; touch MARK".into()),

@@ -8,9 +8,12 @@
 //! - In an entry, the word `*` matches exactly one word of the request, and a final `**`
 //!   matches any number of further words (none included). A wildcard matches only a *plain*
 //!   word: ASCII letters, digits and `_ . / : @ % + , = -`, not starting with `-` (so it never
-//!   admits an option such as `--rootdir=/`), not an absolute path, no `..` segment; or the
-//!   `{artifact}` placeholder. Wildcards match whole words only: `test*` in an entry is an
-//!   error. The program (first word) cannot be a wildcard.
+//!   admits an option such as `--rootdir=/`), not an absolute path, no `..` segment. It never
+//!   admits the `{artifact}` placeholder: the artifact is written by the model, so an entry
+//!   says where it may go by naming `{artifact}` itself (`python3 -m py_compile {artifact}`),
+//!   and `pytest -q **` cannot be turned into running the model's code. Wildcards match whole
+//!   words only: `test*` in an entry is an error. The program (first word) cannot be a
+//!   wildcard.
 //! - A request that holds shell syntax — `;` `&` `|` `<` `>` `(` `)`, `$` or a backtick outside
 //!   single quotes, an unquoted glob or brace, a leading `~` `#` `!`, `NAME=value` before the
 //!   program, a line break or another control character — is refused, unless an entry is the
@@ -18,7 +21,7 @@
 //! - What runs is the request's words, each quoted for `sh` again, so what the shell executes
 //!   is exactly what was compared.
 
-use super::shell::{self, ARTIFACT, Lexed, ShellSyntax};
+use super::shell::{self, Lexed, ShellSyntax};
 
 /// One `exec_allow` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,12 +173,10 @@ impl Rule {
     }
 }
 
-/// A word a wildcard may match: the `{artifact}` placeholder, or ASCII letters, digits and
-/// `_ . / : @ % + , = -` — not an option, not an absolute path, no `..` segment.
+/// A word a wildcard may match: ASCII letters, digits and `_ . / : @ % + , = -` — not an
+/// option, not an absolute path, no `..` segment, not the `{artifact}` placeholder (the braces
+/// are not plain).
 fn plain(word: &str) -> bool {
-    if word == ARTIFACT {
-        return true;
-    }
     !word.is_empty()
         && word.chars().all(|c| c.is_ascii_alphanumeric() || "_./:@%+,=-".contains(c))
         && !word.starts_with(['-', '/'])
@@ -192,7 +193,13 @@ mod tests {
 
     #[test]
     fn entries_match_word_by_word() {
-        let l = list(&["python3 -m py_compile *", "pytest -q **", "cargo test", "check --strict {artifact}"]);
+        let l = list(&[
+            "python3 -m py_compile *",
+            "python3 -m py_compile {artifact}",
+            "pytest -q **",
+            "cargo test",
+            "check --strict {artifact}",
+        ]);
         assert_eq!(l.check("python3 -m py_compile x.py"), Ok("python3 -m py_compile x.py".into()));
         assert_eq!(l.check("python3  -m 'py_compile' {artifact}"), Ok("python3 -m py_compile {artifact}".into()));
         assert_eq!(l.check("pytest -q"), Ok("pytest -q".into()));
@@ -211,6 +218,9 @@ mod tests {
             "cargo test --workspace",
             "cargo testx",
             "check --strict {artifact} --fix",
+            // The model's artifact goes only where an entry names `{artifact}`.
+            "pytest -q {artifact}",
+            "pytest -q tests {artifact}",
         ] {
             assert_eq!(l.check(refused), Err(CommandRefusal::NoMatch), "{refused}");
         }
