@@ -35,8 +35,12 @@ pub enum Command {
     Decide(DecideArgs),
     /// Serve the MCP tools iterate, validate, example, submit and decide over stdio.
     Mcp(McpArgs),
-    /// Serve the HTTP API, the OpenAI-compatible proxy and the run viewer.
+    /// Serve the HTTP API, the OpenAI-compatible proxy and the run viewer; also execute the
+    /// queued runs unless --no-worker.
     Serve(ServeArgs),
+    /// Execute queued runs from the store (PostgreSQL to share it between machines), taking
+    /// over the runs of workers that died.
+    Worker(WorkerArgs),
     /// Show the configuration: the commented defaults, or what is in force here.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -75,6 +79,10 @@ pub enum RunsCommand {
         /// Print the whole result as JSON (artifact, history, metrics, escalation).
         #[arg(long)]
         json: bool,
+        /// Resume even though another process holds the run's lease: only when that process is
+        /// known to be dead (otherwise both run it, and its attempts are paid twice).
+        #[arg(long)]
+        force: bool,
         /// Where kinds live. By default, `kinds_dir` from the config.
         #[arg(long, value_name = "DIR")]
         kinds: Option<PathBuf>,
@@ -355,6 +363,22 @@ pub struct ServeArgs {
     /// accepted. By default, `[server] addr` from the config (`127.0.0.1:8080`).
     #[arg(long, value_name = "HOST:PORT")]
     pub addr: Option<String>,
+
+    /// Where kinds live. By default, `kinds_dir` from the config (`./kinds`).
+    #[arg(long, value_name = "DIR")]
+    pub kinds: Option<PathBuf>,
+
+    /// Only accept runs (stored as queued); `redraft worker` processes sharing the database
+    /// execute them.
+    #[arg(long)]
+    pub no_worker: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Runs executed at once. By default, `[server] max_concurrent_runs` from the config (64).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub concurrency: Option<u32>,
 
     /// Where kinds live. By default, `kinds_dir` from the config (`./kinds`).
     #[arg(long, value_name = "DIR")]

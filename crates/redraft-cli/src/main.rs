@@ -40,6 +40,7 @@ fn main() -> ExitCode {
             Command::Kinds(which) => commands::kinds::run(which, cli.config.as_deref()),
             Command::Decide(args) => commands::decide::run(args, cli.config.as_deref()),
             Command::Serve(args) => commands::serve::run(args, cli.config.as_deref()).await,
+            Command::Worker(args) => commands::worker::run(args, cli.config.as_deref()).await,
             Command::Mcp(args) => commands::mcp::run(args, cli.config.as_deref()).await,
         }
     });

@@ -199,6 +199,10 @@ pub struct AttemptOutcome {
     /// Characters of the request (for token estimates).
     pub request_chars: usize,
     pub wall_ms: u64,
+    /// When the attempt began and ended (RFC 3339), copied into the record: the engine keeps
+    /// no clock of its own.
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
     pub end: AttemptEnd,
 }
 
@@ -483,7 +487,7 @@ impl Engine {
             return None;
         }
         let iteration = self.next_iteration();
-        let record = match outcome.end {
+        let mut record = match outcome.end {
             AttemptEnd::ProviderFailed { message } => {
                 self.error = Some(RunErrorReport { code: codes::PROVIDER_ERROR.to_owned(), message });
                 self.halt = Some(HaltReason::ProviderError);
@@ -521,6 +525,8 @@ impl Engine {
                 self.answered_record(iteration, outcome.request_chars, outcome.wall_ms, response, candidate, verdict)
             }
         };
+        record.started_at = outcome.started_at;
+        record.finished_at = outcome.finished_at;
         self.push(record);
         self.history.last()
     }
@@ -541,6 +547,8 @@ impl Engine {
             cost_usd: Some(0.0).filter(|_| self.plan.proposer(self.proposer).1.is_some()),
             judge_cost_usd: None,
             wall_ms,
+            started_at: None,
+            finished_at: None,
             finish_reason: None,
             repeat_of: None,
             model: Some(self.plan.proposer(self.proposer).0.to_owned()),
@@ -623,6 +631,8 @@ impl Engine {
             cost_usd,
             judge_cost_usd,
             wall_ms,
+            started_at: None,
+            finished_at: None,
             finish_reason: response.finish_reason,
             repeat_of,
             model: Some(model),

@@ -25,6 +25,7 @@ pub mod prompt;
 pub mod record;
 pub mod retry;
 pub mod store;
+pub mod time;
 
 /// JSON extraction from free-form model text (re-exported from `redraft-extract`).
 pub mod extract {
@@ -44,4 +45,6 @@ pub use record::{
     AttemptRecord, AttemptStatus, Escalation, Metrics, RecurringIssue, RunErrorReport, RunResult, RunStatus, Validation,
 };
 pub use retry::{RetryDecision, RetryPolicy, WaitBound};
-pub use store::{RunFilter, RunState, RunSummary, Store, StoreError, StoredRun};
+pub use store::{
+    Claim, Claimed, Holder, Lease, NewRun, Renewal, RunFilter, RunState, RunSummary, Store, StoreError, StoredRun,
+};

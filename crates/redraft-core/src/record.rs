@@ -51,6 +51,12 @@ pub struct AttemptRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge_cost_usd: Option<f64>,
     pub wall_ms: u64,
+    /// When the attempt began (RFC 3339, UTC, milliseconds), as it happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// When the attempt was judged (or failed), as it happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<FinishReason>,
     /// The earlier attempt this one repeats (same canonical artifact).

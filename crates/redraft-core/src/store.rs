@@ -1,6 +1,8 @@
 //! The store port: every run and every attempt is written as it happens, so nothing is lost
 //! and an interrupted run can be resumed from its last finished attempt.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -62,6 +64,17 @@ pub struct StoredRun {
     pub attempts: Vec<AttemptRecord>,
     /// The result, once the run halted.
     pub result: Option<RunResult>,
+    /// Who holds the run's lease while it is `running`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<Holder>,
+}
+
+/// The worker holding a running run, and until when (it renews the lease while it works).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    pub worker_id: String,
+    /// Milliseconds since the Unix epoch, by the store's clock.
+    pub lease_until_ms: i64,
 }
 
 /// One line of `runs list`.
@@ -87,21 +100,102 @@ pub struct RunFilter {
     pub limit: Option<u32>,
 }
 
-/// Persists runs and attempts. Writes are made as the run happens; reads rebuild results.
+/// A worker's claim: its id (unique per process) and how long a lease lasts after each renewal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease<'a> {
+    pub worker_id: &'a str,
+    pub ttl: Duration,
+}
+
+/// A run to record.
+#[derive(Debug, Clone, Copy)]
+pub struct NewRun<'a> {
+    pub run_id: &'a str,
+    /// The request (the face's run spec), enough to run or resume it anywhere.
+    pub spec: &'a Value,
+    /// `Some`: recorded `running`, held by this worker, which runs it now. `None`: recorded
+    /// `queued`, for any worker to claim.
+    pub holder: Option<Lease<'a>>,
+    /// Refuse a queued run ([`StoreError::QueueFull`]) when this many runs already wait.
+    pub max_queued: Option<u64>,
+    /// Started by the user's own process (`redraft run`, an MCP session): never claimed by
+    /// workers from the queue, resumed only on request ([`Store::claim_run`]).
+    pub local: bool,
+}
+
+/// What [`Store::claim_run`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// The caller holds the run now. `takeover`: it was `running` under a lease that had
+    /// expired (its worker died or lost touch), or that `force` broke.
+    Claimed { takeover: bool },
+    /// Another worker holds a live lease on it.
+    Held(Holder),
+    /// The run has halted.
+    Finished(RunState),
+}
+
+/// A run [`Store::claim_next`] handed to a worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    pub run_id: String,
+    /// It was `running` under an expired lease: a crashed worker's run, resumed.
+    pub takeover: bool,
+}
+
+/// What renewing a worker's leases found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Renewal {
+    /// The runs the worker still holds (their leases now run `ttl` from now).
+    pub held: Vec<String>,
+    /// Of those, the runs someone asked to cancel.
+    pub cancel: Vec<String>,
+}
+
+/// Persists runs and attempts, and is the queue workers claim runs from. Writes are made as
+/// the run happens; reads rebuild results.
+///
+/// Every write to a running run names the worker holding it, and is refused
+/// ([`StoreError::LeaseLost`]) once another worker has taken the run over: a worker that lost
+/// touch can never record over the one that resumed its run.
 #[async_trait::async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
-    /// Record a new run with its spec, in `state` (queued or running).
-    async fn insert_run(&self, run_id: &str, spec: &Value, state: RunState) -> Result<(), StoreError>;
+    /// Record a new run: queued, or running and held by the worker that runs it now.
+    async fn insert_run(&self, new: &NewRun<'_>) -> Result<(), StoreError>;
 
-    /// Change a run's state (queued → running on start or resume).
-    async fn set_state(&self, run_id: &str, state: RunState) -> Result<(), StoreError>;
+    /// Claim the oldest run waiting for a worker: a queued one, or a running one (not
+    /// [`NewRun::local`]) whose lease has expired (taken over). `None` when there is none. Two claimers never get the same
+    /// run.
+    async fn claim_next(&self, lease: &Lease<'_>) -> Result<Option<Claimed>, StoreError>;
 
-    /// Record an attempt; recording the same iteration again replaces it (a resumed run
-    /// remakes an interrupted attempt).
-    async fn save_attempt(&self, run_id: &str, attempt: &AttemptRecord) -> Result<(), StoreError>;
+    /// Claim one run: queued, or running under an expired lease — or under any lease when
+    /// `force` is set (its holder is known to be dead). A live lease held by another worker is
+    /// never taken otherwise.
+    async fn claim_run(&self, run_id: &str, lease: &Lease<'_>, force: bool) -> Result<Claim, StoreError>;
 
-    /// Record the result of a halted run (its state follows the result's status).
-    async fn finish_run(&self, result: &RunResult) -> Result<(), StoreError>;
+    /// Extend the leases the worker holds on `run_ids` to `ttl` from now (one write per
+    /// worker, however many runs it holds). A run it no longer holds is left out of the
+    /// renewal; a run it holds but does not name is left to expire.
+    async fn renew(&self, lease: &Lease<'_>, run_ids: &[String]) -> Result<Renewal, StoreError>;
+
+    /// Put a run the worker holds back in the queue (a worker shutting down); `false` when it
+    /// did not hold it.
+    async fn release(&self, run_id: &str, worker_id: &str) -> Result<bool, StoreError>;
+
+    /// Ask for a run to be cancelled: its holder sees it on its next renewal. The run's state.
+    async fn request_cancel(&self, run_id: &str) -> Result<RunState, StoreError>;
+
+    /// Remove a run that is still queued, never claimed (a request that stopped waiting for
+    /// it); `false` when a worker has claimed it meanwhile.
+    async fn withdraw(&self, run_id: &str) -> Result<bool, StoreError>;
+
+    /// Record an attempt of a run `worker_id` holds; recording the same iteration again
+    /// replaces it (a resumed run remakes an interrupted attempt).
+    async fn save_attempt(&self, run_id: &str, worker_id: &str, attempt: &AttemptRecord) -> Result<(), StoreError>;
+
+    /// Record the result of a halted run `worker_id` holds (its state follows the result's
+    /// status).
+    async fn finish_run(&self, result: &RunResult, worker_id: &str) -> Result<(), StoreError>;
 
     /// A run with its attempts and result.
     async fn run(&self, run_id: &str) -> Result<Option<StoredRun>, StoreError>;
@@ -109,8 +203,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Runs, newest first.
     async fn list(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError>;
 
-    /// Runs left `running` (or `queued`) — after a crash, these are resumed.
+    /// Runs not halted (queued or running), oldest first.
     async fn unfinished(&self) -> Result<Vec<String>, StoreError>;
+
+    /// Runs waiting in the queue.
+    async fn queue_depth(&self) -> Result<u64, StoreError>;
 }
 
 /// The store failed.
@@ -125,4 +222,16 @@ pub enum StoreError {
     NotFound { run_id: String },
     #[error("the stored {what} is damaged: {message}")]
     Corrupt { what: String, message: String },
+    #[error("worker `{worker_id}` no longer holds run `{run_id}`: another worker took it over")]
+    LeaseLost { run_id: String, worker_id: String },
+    #[error("the queue is full: {queued} runs are waiting (`max_queued_runs`)")]
+    QueueFull { queued: u64 },
+}
+
+impl StoreError {
+    /// Whether retrying later may succeed: the database was unreachable, busy, out of
+    /// connections or of file descriptors, or the queue was full — not a damaged or missing run.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Open { .. } | StoreError::Query { .. } | StoreError::QueueFull { .. })
+    }
 }

@@ -11,6 +11,7 @@ use redraft::core::{Ceilings, Directive, Store};
 use redraft::eval::kind::{KindError, KindEvaluator, Kinds};
 use redraft::evaluators::{self, EvaluatorSetup};
 use redraft::guard::{Face, Guard};
+use redraft::queue::Worker;
 use redraft::recorder::{self, Start};
 use redraft::{AttemptRecord, ConfigError, RunObserver, SpecSetup};
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -229,7 +230,9 @@ impl RedraftMcp {
             let total = spec.policy(&setup.config.policy).max_iterations;
             how.observers.push(Arc::new(Progress { peer: context.peer.clone(), token, total }));
         }
-        match recorder::start(&spec, &spec_setup, setup.store.clone(), how).await {
+        // The run holds a lease while it runs, so `runs resume` elsewhere refuses it.
+        let worker = setup.store.clone().map(|store| Worker::start(store, &setup.config.queue));
+        match recorder::start(&spec, &spec_setup, worker.as_ref(), how).await {
             Ok(result) => match serde_json::to_value(&result) {
                 Ok(value) => reply::json(value),
                 Err(e) => reply::bad_request(format!("cannot write the result: {e}")),

@@ -169,6 +169,7 @@ impl Count {
             }
         };
         let t0 = Instant::now();
+        let started_at = Some(redraft::clock::now_rfc3339());
         let raw = match &artifact {
             Value::String(text) => text.clone(),
             other => pretty(other),
@@ -189,7 +190,17 @@ impl Count {
         };
         let wall_ms = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
         let end = AttemptEnd::Answered { response, candidate, verdict };
-        let Some(record) = engine.settle(AttemptOutcome { iteration, request_chars: 0, wall_ms, end }).cloned() else {
+        let Some(record) = engine
+            .settle(AttemptOutcome {
+                iteration,
+                request_chars: 0,
+                wall_ms,
+                started_at,
+                finished_at: Some(redraft::clock::now_rfc3339()),
+                end,
+            })
+            .cloned()
+        else {
             self.close();
             return self.closed_reply(true);
         };

@@ -76,13 +76,21 @@ impl ApiError {
     }
 
     /// 503 with `Retry-After`: every run slot is taken.
-    pub fn busy(limit: usize, retry_after: u64) -> Self {
+    pub fn busy(message: impl Into<String>, retry_after: u64) -> Self {
+        let mut e = Self::new(StatusCode::SERVICE_UNAVAILABLE, "busy", format!("{}; retry later", message.into()));
+        e.more.retry_after = Some(retry_after);
+        e
+    }
+
+    /// 503: the store cannot take more work now (out of connections or file descriptors,
+    /// unreachable, busy). Nothing was started.
+    pub fn overloaded(e: &StoreError) -> Self {
         let mut e = Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "busy",
-            format!("{limit} run(s) are in flight, the server's limit (`max_concurrent_runs`); retry later"),
+            "overloaded",
+            format!("the run was not accepted, the store cannot take it now: {e}; retry later"),
         );
-        e.more.retry_after = Some(retry_after);
+        e.more.retry_after = Some(2);
         e
     }
 
@@ -202,6 +210,8 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::NotFound { .. } => Self::not_found("unknown_run", e.to_string()),
+            StoreError::QueueFull { .. } => Self::busy(e.to_string(), 2),
+            ref other if other.is_transient() => Self::overloaded(other),
             other => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "store_error", other.to_string()),
         }
     }
@@ -234,8 +244,11 @@ mod tests {
         );
         assert_eq!(status(ConfigError::NoModel), 400);
         assert_eq!(status(ConfigError::Store(StoreError::NotFound { run_id: "x".into() })), 404);
-        assert_eq!(status(ConfigError::Store(StoreError::Query { action: "a".into(), message: "m".into() })), 500);
-        let e = ApiError::busy(2, 3).openai().with_run_id("r");
+        // A store that cannot take the work now sheds it (retry later); a damaged one is a fault.
+        assert_eq!(status(ConfigError::Store(StoreError::Query { action: "a".into(), message: "m".into() })), 503);
+        assert_eq!(status(ConfigError::Store(StoreError::QueueFull { queued: 3 })), 503);
+        assert_eq!(status(ConfigError::Store(StoreError::Corrupt { what: "a".into(), message: "m".into() })), 500);
+        let e = ApiError::busy("the queue is full", 3).openai().with_run_id("r");
         assert_eq!(e.body()["error"]["type"], "server_error");
         assert_eq!(e.body()["error"]["run_id"], "r");
     }

@@ -10,6 +10,7 @@ use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use redraft::RunSpec;
 use redraft::core::{RunFilter, RunResult, RunState};
+use redraft::queue::Accepted;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -17,7 +18,7 @@ use crate::body::JsonBody;
 use crate::error::ApiError;
 use crate::events;
 use crate::openapi::ErrorBody;
-use crate::state::{AppState, Job};
+use crate::state::AppState;
 
 /// How long `DELETE` waits for the cancelled run to halt before answering 202.
 const CANCEL_WAIT: Duration = Duration::from_secs(10);
@@ -61,13 +62,29 @@ pub fn failure_message(result: &RunResult) -> String {
     }
 }
 
-/// Start a run; wait for its result.
+/// Store a run, then wait for its result: at once when a slot is free here, else as it waits
+/// in the queue for one (here or on another worker). A run still queued after `[queue]
+/// max_wait` is withdrawn — never run — and the answer is 503 with `Retry-After`.
 pub async fn run_and_wait(state: &AppState, spec: RunSpec) -> Result<RunResult, ApiError> {
-    let slot = state.slot()?;
-    state.check(&spec)?;
-    let handle = state.launch(redraft::new_run_id(), Job::Start(Box::new(spec)), slot);
-    let outcome = handle.await.map_err(|e| ApiError::internal(format!("the run's task failed: {e}")))?;
-    Ok(outcome?)
+    let run_id = redraft::new_run_id();
+    match state.accept(&run_id, &spec).await? {
+        Accepted::Started(handle) => {
+            let outcome = handle.await.map_err(|e| ApiError::internal(format!("the run's task failed: {e}")))?;
+            Ok(outcome?)
+        }
+        Accepted::Queued => match state.executor().wait(&run_id).await? {
+            Some(result) => Ok(result),
+            None => {
+                let waited = redraft::core::duration::format(state.config().queue.max_wait);
+                Err(ApiError::busy(
+                    format!(
+                        "every run slot stayed busy for {waited} (`[queue] max_wait`): the run was withdrawn, nothing was sent to a model"
+                    ),
+                    5,
+                ))
+            }
+        },
+    }
 }
 
 /// Run a loop and answer with its result.
@@ -82,7 +99,7 @@ pub async fn run_and_wait(state: &AppState, spec: RunSpec) -> Result<RunResult, 
         (status = 400, description = "Malformed request or over a ceiling; nothing was run", body = ErrorBody),
         (status = 403, description = "An `exec:` command outside the allow-list, or a model that reads files", body = ErrorBody),
         (status = 404, description = "An unknown kind", body = ErrorBody),
-        (status = 503, description = "Every run slot is taken (see `Retry-After`)", body = ErrorBody),
+        (status = 503, description = "The queue is full, or the run waited `[queue] max_wait` for a slot and was withdrawn (see `Retry-After`); nothing was sent to a model", body = ErrorBody),
     )
 )]
 pub async fn iterate(State(state): State<AppState>, JsonBody(spec): JsonBody<RunSpec>) -> Result<Response, ApiError> {
@@ -96,20 +113,19 @@ pub async fn iterate(State(state): State<AppState>, JsonBody(spec): JsonBody<Run
     tag = "runs",
     request_body(content = Object, description = "A run spec (schema `RunSpec`)", content_type = "application/json"),
     responses(
-        (status = 202, description = "The run started; it is recorded as it happens", body = RunAccepted),
+        (status = 202, description = "The run is stored: started, or queued until a worker has a free slot; it is recorded as it happens", body = RunAccepted),
         (status = 400, description = "Malformed request or over a ceiling; nothing was run", body = ErrorBody),
         (status = 403, description = "An `exec:` command outside the allow-list", body = ErrorBody),
-        (status = 503, description = "Every run slot is taken (see `Retry-After`)", body = ErrorBody),
+        (status = 503, description = "The queue is full or the store cannot take the run now (see `Retry-After`); nothing was stored", body = ErrorBody),
     )
 )]
 pub async fn create_run(
     State(state): State<AppState>,
     JsonBody(spec): JsonBody<RunSpec>,
 ) -> Result<Response, ApiError> {
-    let slot = state.slot()?;
-    state.check(&spec)?;
     let run_id = redraft::new_run_id();
-    drop(state.launch(run_id.clone(), Job::Start(Box::new(spec)), slot));
+    // Stored (queued, or running here) before it is acknowledged.
+    drop(state.accept(&run_id, &spec).await?);
     let location = format!("/v1/runs/{run_id}");
     Ok((StatusCode::ACCEPTED, [(header::LOCATION, location)], Json(RunAccepted { run_id })).into_response())
 }
@@ -167,10 +183,7 @@ pub async fn get_run(State(state): State<AppState>, Path(id): Path<String>) -> R
             "history": stored.attempts,
         })));
     }
-    // Accepted but not yet recorded.
-    let live = state.live(&id).ok_or_else(|| unknown_run(&id))?;
-    let history = live.attempts();
-    Ok(Json(json!({"run_id": id, "state": RunState::Running, "iterations": history.len(), "history": history})))
+    Err(unknown_run(&id))
 }
 
 /// The run's events as they happen (SSE): `attempt_started`, `attempt_finished`,
@@ -213,7 +226,7 @@ pub async fn run_events(State(state): State<AppState>, Path(id): Path<String>) -
         (status = 200, description = "The run halted: its result (`halted_because: cancelled`)", body = Object),
         (status = 202, description = "Cancelling: the run has not halted yet", body = Object),
         (status = 404, description = "No such run", body = ErrorBody),
-        (status = 409, description = "The run already halted, or another process runs it", body = ErrorBody),
+        (status = 409, description = "The run already halted", body = ErrorBody),
     )
 )]
 pub async fn cancel_run(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
@@ -228,14 +241,28 @@ pub async fn cancel_run(State(state): State<AppState>, Path(id): Path<String>) -
             None => (StatusCode::ACCEPTED, Json(json!({"run_id": id, "state": "cancelling"}))).into_response(),
         });
     }
-    match state.store().run(&id).await? {
-        None => Err(unknown_run(&id)),
-        Some(stored) if stored.state.is_finished() => Err(finished(&id, stored.state.as_str())),
-        Some(stored) => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "not_running_here",
-            format!("run `{id}` is {} but not in this server; it cannot be cancelled from here", stored.state.as_str()),
-        )),
+    // Queued: claimed here and halted at once, without a model call.
+    if let Some(result) = state.executor().cancel_queued(&id).await? {
+        return Ok((StatusCode::OK, Json(result)).into_response());
+    }
+    // Running in another process: its worker sees the request when it next renews its lease.
+    match state.store().request_cancel(&id).await? {
+        RunState::Succeeded | RunState::Failed => {
+            let stored = state.store().run(&id).await?.ok_or_else(|| unknown_run(&id))?;
+            Err(finished(&id, stored.state.as_str()))
+        }
+        RunState::Queued | RunState::Running => {
+            let deadline = tokio::time::Instant::now() + CANCEL_WAIT;
+            while tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                if let Some(stored) = state.store().run(&id).await?
+                    && let Some(result) = stored.result.filter(|_| stored.state.is_finished())
+                {
+                    return Ok((StatusCode::OK, Json(result)).into_response());
+                }
+            }
+            Ok((StatusCode::ACCEPTED, Json(json!({"run_id": id, "state": "cancelling"}))).into_response())
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! Listening: the loopback rule, resuming unfinished runs, graceful shutdown.
+//! Listening: the loopback rule, the server's worker, graceful shutdown.
 //!
 //! Without tokens the server listens on loopback addresses only; `[server] allowed_hosts` names
 //! hosts it answers to, never addresses it listens on.
@@ -92,18 +92,14 @@ impl Server {
         &self.state
     }
 
-    /// Resume the runs a crash left unfinished (when the config says so), then serve until
-    /// `shutdown` completes. Then stop accepting, let runs in flight finish within the grace
-    /// period and return: runs still unfinished stay `running` in the store (every attempt is
-    /// already recorded) and are resumed on the next start.
+    /// Serve until `shutdown` completes, executing runs from the queue in this server's slots
+    /// (none with `max_concurrent_runs = 0`, `--no-worker`). Then stop accepting and claiming,
+    /// let the runs executing here finish within the grace period, put those still unfinished
+    /// back in the queue (every attempt is already recorded; another worker, or the next
+    /// start, resumes them) and return.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServerError> {
         let Self { listener, state } = self;
-        if state.config().server.resume_unfinished {
-            let n = state.resume_unfinished().await?;
-            if n > 0 {
-                tracing::warn!("resuming {n} run(s) left unfinished");
-            }
-        }
+        let executor = state.executor().clone();
         let stop = state.shutdown().clone();
         let app = router(state.clone());
         let serving = axum::serve(listener, app).with_graceful_shutdown(stop.clone().cancelled_owned());
@@ -111,6 +107,7 @@ impl Server {
         tokio::select! {
             () = shutdown => {}
             ended = &mut serving => {
+                executor.stop(std::time::Duration::ZERO).await;
                 return match ended {
                     Ok(Ok(())) => Ok(()),
                     Ok(Err(source)) => Err(ServerError::Serve { source }),
@@ -121,21 +118,19 @@ impl Server {
         let grace = state.config().server.grace_period;
         tracing::warn!(
             runs_in_flight = state.in_flight(),
-            "shutting down: no new connections; runs in flight have {} to finish",
+            "shutting down: no new connections or runs; runs in flight have {} to finish",
             redraft::core::duration::format(grace)
         );
         stop.cancel();
-        state.tracker().close();
-        let drained = async {
-            state.tracker().wait().await;
-            let _ = serving.await;
-        };
-        if tokio::time::timeout(grace, drained).await.is_err() {
+        let released = executor.stop(grace).await;
+        if released > 0 {
             tracing::warn!(
-                runs_left = state.in_flight(),
-                "the grace period is over: unfinished runs stay `running` and resume on the next start"
+                released,
+                "the grace period is over: unfinished runs went back to the queue and resume from their last recorded attempt"
             );
         }
+        // Requests still waiting (for runs queued elsewhere) get a moment to be answered.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), serving).await;
         Ok(())
     }
 }

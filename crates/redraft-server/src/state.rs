@@ -1,5 +1,6 @@
-//! What every request shares: the config, the store, the kinds, the runs in flight (with their
-//! events and cancel tokens), the run slots, the counters and the shutdown signal.
+//! What every request shares: the config, the store, the executor (which stores runs before
+//! they are acknowledged, executes them in its slots and claims queued ones), the runs
+//! executing here (with their events and cancel tokens), the counters and the shutdown signal.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -9,13 +10,9 @@ use redraft::config::Config;
 use redraft::core::{RunObserver, RunResult, Store};
 use redraft::eval::kind::Kinds;
 use redraft::guard::{Face, Guard};
-use redraft::recorder::{self, Start};
+use redraft::queue::{AcceptError, Accepted, Executor, RunHooks, SetupParts, Worker};
 use redraft::{ConfigError, RunSpec, SpecSetup};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
-use tracing::Instrument;
 
 use crate::error::ApiError;
 use crate::events::{LiveObserver, LiveRun, RunEvent};
@@ -29,27 +26,53 @@ pub struct AppState {
 
 #[derive(Debug)]
 struct Inner {
-    config: Arc<Config>,
     store: Arc<dyn Store>,
-    kinds: Option<Arc<Kinds>>,
-    workdir: PathBuf,
-    /// What requests may ask for: the `[server]` allow-lists, parsed once at start.
-    guard: Arc<Guard>,
+    /// Accepts runs into the store and executes them (none under `--no-worker`).
+    executor: Arc<Executor>,
+    hooks: Arc<ServerHooks>,
     tokens: Vec<String>,
-    slots: Arc<Semaphore>,
-    live: Mutex<HashMap<String, Arc<LiveRun>>>,
-    metrics: Arc<Metrics>,
-    tracker: TaskTracker,
     shutdown: CancellationToken,
 }
 
-/// What a background run does.
-#[derive(Debug)]
-pub enum Job {
-    /// Start a new run of this spec.
-    Start(Box<RunSpec>),
-    /// Continue a stored run from its last finished attempt.
-    Resume,
+/// What the executor tells the server about the runs it executes: they are live (events,
+/// cancel) while they run, and counted.
+#[derive(Debug, Default)]
+struct ServerHooks {
+    live: Mutex<HashMap<String, Arc<LiveRun>>>,
+    metrics: Arc<Metrics>,
+}
+
+impl ServerHooks {
+    fn live_map(&self) -> MutexGuard<'_, HashMap<String, Arc<LiveRun>>> {
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl RunHooks for ServerHooks {
+    fn started(&self, run_id: &str) -> (Vec<Arc<dyn RunObserver>>, CancellationToken) {
+        let live = LiveRun::new(run_id.to_owned());
+        self.live_map().insert(run_id.to_owned(), live.clone());
+        let cancel = live.cancel.clone();
+        (vec![Arc::new(LiveObserver(live)), Arc::new(MetricsObserver(self.metrics.clone()))], cancel)
+    }
+
+    fn ended(&self, run_id: &str, outcome: &Result<RunResult, ConfigError>) {
+        let Some(live) = self.live_map().remove(run_id) else { return };
+        match outcome {
+            // Already told by the runner, unless the stored run had finished before.
+            Ok(result) => live.push(RunEvent::RunFinished(Box::new(result.clone()))),
+            Err(e) => {
+                tracing::error!(%run_id, "the run could not go on: {e}");
+                live.push(RunEvent::Error { run_id: run_id.to_owned(), message: e.to_string() });
+            }
+        }
+    }
+
+    fn claimed(&self, run_id: &str, takeover: bool) {
+        if takeover {
+            tracing::warn!(%run_id, "took over a run whose worker stopped renewing its lease");
+        }
+    }
 }
 
 impl AppState {
@@ -61,7 +84,9 @@ impl AppState {
     }
 
     /// Like [`AppState::new`], with `workdir` as the working directory of `exec:` commands and
-    /// the root of `schema:` paths (by default, the current directory).
+    /// the root of `schema:` paths (by default, the current directory). Needs a tokio runtime:
+    /// the server's worker renews its leases and claims queued runs in the background (no
+    /// run is executed here with `max_concurrent_runs = 0`).
     pub fn in_dir(
         config: Config,
         store: Arc<dyn Store>,
@@ -69,27 +94,28 @@ impl AppState {
         workdir: PathBuf,
     ) -> Result<Self, ConfigError> {
         let kinds = if config.kinds_dir.is_dir() { Some(Arc::new(Kinds::load(&config.kinds_dir)?)) } else { None };
-        let slots = Arc::new(Semaphore::new(config.server.max_concurrent_runs.max(1)));
         let guard = Arc::new(Guard::network(Face::Http, &config.server)?);
+        let slots = config.server.max_concurrent_runs;
+        let worker = Worker::start(store.clone(), &config.queue);
+        let ceilings = config.server.ceilings.clone();
+        let parts = SetupParts { config: Arc::new(config), workdir, guard, ceilings, kinds };
+        let hooks = Arc::new(ServerHooks::default());
+        let executor = Executor::new(worker, parts, hooks.clone(), slots);
+        // Execute queued runs (and those of workers that died) whenever a slot is free.
+        tokio::spawn(executor.clone().claim_loop());
         Ok(Self {
             inner: Arc::new(Inner {
-                config: Arc::new(config),
                 store,
-                kinds,
-                workdir,
-                guard,
+                executor,
+                hooks,
                 tokens: tokens.into_iter().map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()).collect(),
-                slots,
-                live: Mutex::new(HashMap::new()),
-                metrics: Arc::new(Metrics::default()),
-                tracker: TaskTracker::new(),
                 shutdown: CancellationToken::new(),
             }),
         })
     }
 
     pub fn config(&self) -> &Config {
-        &self.inner.config
+        &self.inner.executor.parts().config
     }
 
     pub fn store(&self) -> Arc<dyn Store> {
@@ -97,7 +123,7 @@ impl AppState {
     }
 
     pub fn kinds(&self) -> Option<&Arc<Kinds>> {
-        self.inner.kinds.as_ref()
+        self.inner.executor.parts().kinds.as_ref()
     }
 
     pub fn tokens(&self) -> &[String] {
@@ -105,7 +131,12 @@ impl AppState {
     }
 
     pub fn metrics(&self) -> &Metrics {
-        &self.inner.metrics
+        &self.inner.hooks.metrics
+    }
+
+    /// Accepts, executes and waits for runs.
+    pub fn executor(&self) -> &Arc<Executor> {
+        &self.inner.executor
     }
 
     /// Fires when the server begins shutting down.
@@ -113,113 +144,44 @@ impl AppState {
         &self.inner.shutdown
     }
 
-    /// The background runs (closed and waited for on shutdown).
-    pub fn tracker(&self) -> &TaskTracker {
-        &self.inner.tracker
-    }
-
     /// What requests may ask for.
     pub fn guard(&self) -> &Guard {
-        &self.inner.guard
+        &self.inner.executor.parts().guard
     }
 
     /// How runs of this face are set up: the guard (allow-lists, no agents), the server's
     /// ceilings.
     pub fn setup(&self) -> SpecSetup<'_> {
-        let config = self.config();
-        SpecSetup {
-            config,
-            workdir: self.inner.workdir.clone(),
-            guard: self.inner.guard.clone(),
-            ceilings: config.server.ceilings.clone(),
-            kinds: self.inner.kinds.clone(),
-        }
+        self.inner.executor.setup()
     }
 
-    fn live_map(&self) -> MutexGuard<'_, HashMap<String, Arc<LiveRun>>> {
-        self.inner.live.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// A run in flight in this process.
+    /// A run executing in this process.
     pub fn live(&self, run_id: &str) -> Option<Arc<LiveRun>> {
-        self.live_map().get(run_id).cloned()
+        self.inner.hooks.live_map().get(run_id).cloned()
     }
 
-    /// Runs in flight in this process.
+    /// Runs executing in this process.
     pub fn in_flight(&self) -> usize {
-        self.live_map().len()
-    }
-
-    /// Take a run slot now: 503 with `Retry-After` when all are taken or the server is stopping.
-    pub fn slot(&self) -> Result<OwnedSemaphorePermit, ApiError> {
-        if self.inner.shutdown.is_cancelled() {
-            return Err(ApiError::shutting_down());
-        }
-        self.inner
-            .slots
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| ApiError::busy(self.config().server.max_concurrent_runs, 2))
+        self.inner.hooks.live_map().len()
     }
 
     /// Check a spec as a run would, without running anything: 400/403/404 when it cannot run.
     pub fn check(&self, spec: &RunSpec) -> Result<(), ApiError> {
-        spec.prepare(&self.setup())?.0.build()?;
-        Ok(())
+        Ok(self.inner.executor.check(spec)?)
     }
 
-    /// Run `job` in the background as `run_id`, recorded in the store, holding `slot` until it
-    /// halts. The run is live (events, cancel) from now until it halts.
-    pub fn launch(
-        &self,
-        run_id: String,
-        job: Job,
-        slot: OwnedSemaphorePermit,
-    ) -> JoinHandle<Result<RunResult, ConfigError>> {
-        let live = LiveRun::new(run_id.clone());
-        self.live_map().insert(run_id.clone(), live.clone());
-        let state = self.clone();
-        let observers: Vec<Arc<dyn RunObserver>> =
-            vec![Arc::new(LiveObserver(live.clone())), Arc::new(MetricsObserver(self.inner.metrics.clone()))];
-        let how = Start { run_id: Some(run_id.clone()), observers, cancel: live.cancel.clone() };
-        let task = async move {
-            let setup = state.setup();
-            let store = state.store();
-            let outcome = match job {
-                Job::Start(spec) => recorder::start(&spec, &setup, Some(store), how).await,
-                Job::Resume => recorder::resume(&run_id, &setup, store, how).await,
-            };
-            match &outcome {
-                // Already told by the runner, unless the stored run had finished before.
-                Ok(result) => live.push(RunEvent::RunFinished(Box::new(result.clone()))),
-                Err(e) => {
-                    tracing::error!(%run_id, "the run could not go on: {e}");
-                    live.push(RunEvent::Error { run_id: run_id.clone(), message: e.to_string() });
-                }
-            }
-            state.live_map().remove(&run_id);
-            drop(slot);
-            outcome
-        };
-        self.inner.tracker.spawn(task.in_current_span())
-    }
-
-    /// Resume, in the background, every run the store holds as unfinished (a crash left them
-    /// `running`). Each waits for a run slot.
-    pub async fn resume_unfinished(&self) -> Result<usize, ConfigError> {
-        let ids = self.inner.store.unfinished().await?;
-        for run_id in &ids {
-            tracing::info!(%run_id, "resuming a run left unfinished");
-            let state = self.clone();
-            let run_id = run_id.clone();
-            self.inner.tracker.spawn(async move {
-                let Ok(slot) = state.inner.slots.clone().acquire_owned().await else { return };
-                if state.inner.shutdown.is_cancelled() {
-                    return;
-                }
-                let _ = state.launch(run_id, Job::Resume, slot).await;
-            });
+    /// Store a run and start it here when a slot is free, or queue it: 503 with `Retry-After`
+    /// when the queue is full, the store cannot take it, or the server is stopping.
+    pub async fn accept(&self, run_id: &str, spec: &RunSpec) -> Result<Accepted, ApiError> {
+        if self.inner.shutdown.is_cancelled() {
+            return Err(ApiError::shutting_down());
         }
-        Ok(ids.len())
+        match self.inner.executor.accept(run_id, spec).await {
+            Ok(accepted) => Ok(accepted),
+            Err(AcceptError::Busy(message)) => Err(ApiError::busy(message, 2)),
+            Err(AcceptError::Config(ConfigError::Store(e))) if e.is_transient() => Err(ApiError::overloaded(&e)),
+            Err(AcceptError::Config(e)) => Err(e.into()),
+            Err(e) => Err(ApiError::internal(e.to_string())),
+        }
     }
 }

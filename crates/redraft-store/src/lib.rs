@@ -20,18 +20,25 @@
 //!   versions read as they are).
 //! - **Summary columns.** `iterations`, `best_score`, `halted_because` and `model` are kept on the
 //!   `runs` row by every write, so [`Store::list`] never parses a result.
-//! - **The worker queue** ([`Queue`]) lives on the same `runs` rows: claiming sets `running`, the
-//!   worker's id and a lease; PostgreSQL claims with `FOR UPDATE SKIP LOCKED`, SQLite (one
-//!   process) within a `BEGIN IMMEDIATE` transaction.
+//! - **The queue is the `runs` table.** A run is inserted `queued` (or `running`, held by the
+//!   worker that runs it at once) before it is acknowledged. Claiming sets `running`, the
+//!   worker's id and a lease; PostgreSQL claims with `FOR UPDATE SKIP LOCKED`, SQLite within
+//!   its single writer's `BEGIN IMMEDIATE` transaction. A worker renews all its leases in one
+//!   statement; a run whose lease expired is claimed again (taken over) and resumed from its
+//!   recorded attempts. Writes to a running run name its holder and are refused once another
+//!   worker took it over (fencing), so an attempt is never recorded twice by two workers.
+//! - **Attempt times are kept.** An attempt's `recorded_at` is set when it is saved; writing
+//!   the result's history later does not move it.
 //!
 //! SQLite writes go through one writer connection (`BEGIN IMMEDIATE`, `busy_timeout` 5 s, WAL),
 //! reads through a small pool of their own, so many concurrent runs in one server never see
 //! "database is locked".
 
 use std::sync::Arc;
-use std::time::Duration;
 
-pub use redraft_core::store::{RunFilter, RunState, RunSummary, Store, StoreError, StoredRun};
+pub use redraft_core::store::{
+    Claim, Claimed, Holder, Lease, NewRun, Renewal, RunFilter, RunState, RunSummary, Store, StoreError, StoredRun,
+};
 
 mod postgres;
 mod rows;
@@ -44,33 +51,9 @@ pub use sqlite::SqliteStore;
 /// directory.
 pub const DEFAULT_SQLITE_PATH: &str = ".redraft/redraft.db";
 
-/// The worker queue of runs (SPEC 8): queued runs are claimed under a lease, which the worker
-/// renews while it works; runs whose lease expired go back to the queue.
-#[async_trait::async_trait]
-pub trait Queue: Store {
-    /// Claim the oldest queued run for `worker_id`: it becomes `running`, held for `lease`.
-    /// `None` when nothing is queued. Two claimers never get the same run.
-    async fn claim_queued(&self, worker_id: &str, lease: Duration) -> Result<Option<String>, StoreError>;
-
-    /// Extend the lease on a run this worker holds to `lease` from now. `false` when the worker
-    /// no longer holds it (the lease expired and the run was requeued or finished): stop working
-    /// on it.
-    async fn heartbeat(&self, run_id: &str, worker_id: &str, lease: Duration) -> Result<bool, StoreError>;
-
-    /// Put running runs whose lease has expired back in the queue; how many were requeued.
-    /// Runs without a lease (started locally, not claimed) are left alone.
-    async fn requeue_expired(&self) -> Result<u64, StoreError>;
-}
-
 /// Open the store at `url`: PostgreSQL for `postgres://` and `postgresql://` URLs, SQLite for
 /// anything else (a path, `sqlite://PATH`, `:memory:`). Migrations are applied.
 pub async fn open(url: &str) -> Result<Arc<dyn Store>, StoreError> {
-    let queue = open_queue(url).await?;
-    Ok(queue)
-}
-
-/// [`open`], as the worker queue (which is also a [`Store`]).
-pub async fn open_queue(url: &str) -> Result<Arc<dyn Queue>, StoreError> {
     if is_postgres_url(url) {
         Ok(Arc::new(PostgresStore::connect(url).await?))
     } else {

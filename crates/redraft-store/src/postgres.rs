@@ -9,14 +9,15 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use redraft_core::record::{AttemptRecord, RunResult};
-use redraft_core::store::{RunFilter, RunState, RunSummary, Store, StoreError, StoredRun};
-use serde_json::Value;
+use redraft_core::store::{
+    Claim, Claimed, Lease, NewRun, Renewal, RunFilter, RunState, RunSummary, Store, StoreError, StoredRun,
+};
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use sqlx::{Connection, Postgres, Transaction};
 
-use crate::Queue;
 use crate::rows::{
-    AttemptColumns, AttemptRow, ResultColumns, RunRow, SummaryRow, encode_spec, failed, lease_ms, model_of_spec,
+    AttemptColumns, AttemptRow, ResultColumns, RunRow, SummaryRow, decide_claim, encode_spec, failed, lease_ms,
+    model_of_spec, renewal,
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
@@ -72,16 +73,6 @@ impl PostgresStore {
     async fn write(&self, action: impl Fn() -> String) -> Result<Transaction<'static, Postgres>, StoreError> {
         self.pool.begin().await.map_err(|e| failed(action(), e))
     }
-
-    /// Whether the run exists, locking its row until the transaction ends (writes to one run
-    /// are serialized; the run row is always locked before its attempts).
-    async fn lock(tx: &mut Transaction<'static, Postgres>, run_id: &str) -> Result<bool, sqlx::Error> {
-        let found = sqlx::query_scalar::<_, String>("SELECT id FROM runs WHERE id = $1 FOR UPDATE")
-            .bind(run_id)
-            .fetch_optional(&mut **tx)
-            .await?;
-        Ok(found.is_some())
-    }
 }
 
 /// `url` with the password replaced by `***`, for messages and logs.
@@ -96,19 +87,28 @@ fn redact(url: &str) -> String {
     }
 }
 
-const UPSERT_ATTEMPT: &str =
-    "INSERT INTO attempts (run_id, iteration, status, score, has_artifact, record, recorded_at)
+/// Inserting an attempt sets its `recorded_at`; saving it again (a resumed run remakes an
+/// interrupted attempt) moves it to the new time.
+const SAVE_ATTEMPT: &str = "INSERT INTO attempts (run_id, iteration, status, score, has_artifact, record, recorded_at)
      VALUES ($1, $2, $3, $4, $5, $6::json, redraft_now_ms())
      ON CONFLICT (run_id, iteration) DO UPDATE SET
          status = excluded.status, score = excluded.score, has_artifact = excluded.has_artifact,
          record = excluded.record, recorded_at = excluded.recorded_at";
 
+/// Writing a result's history keeps the time each attempt was first recorded.
+const KEEP_ATTEMPT: &str = "INSERT INTO attempts (run_id, iteration, status, score, has_artifact, record, recorded_at)
+     VALUES ($1, $2, $3, $4, $5, $6::json, redraft_now_ms())
+     ON CONFLICT (run_id, iteration) DO UPDATE SET
+         status = excluded.status, score = excluded.score, has_artifact = excluded.has_artifact,
+         record = excluded.record";
+
 async fn upsert_attempt(
     tx: &mut Transaction<'static, Postgres>,
+    statement: &'static str,
     run_id: &str,
     attempt: &AttemptColumns,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(UPSERT_ATTEMPT)
+    sqlx::query(statement)
         .bind(run_id)
         .bind(attempt.iteration)
         .bind(attempt.status)
@@ -120,20 +120,94 @@ async fn upsert_attempt(
     Ok(())
 }
 
+/// Claim the oldest run whose worker stopped renewing its lease.
+const CLAIM_EXPIRED: &str = "UPDATE runs SET state = 'running', worker_id = $1, lease_until = redraft_now_ms() + $2,
+         updated_at = redraft_now_ms()
+     WHERE id = (SELECT id FROM runs
+                 WHERE state = 'running' AND (lease_until IS NULL OR lease_until < redraft_now_ms()) AND NOT local
+                 ORDER BY created_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED)
+     RETURNING id";
+
+/// Claim the oldest queued run.
+const CLAIM_QUEUED: &str = "UPDATE runs SET state = 'running', worker_id = $1, lease_until = redraft_now_ms() + $2,
+         updated_at = redraft_now_ms()
+     WHERE id = (SELECT id FROM runs WHERE state = 'queued' AND NOT local ORDER BY created_at, seq
+                 LIMIT 1 FOR UPDATE SKIP LOCKED)
+     RETURNING id";
+
+/// Lock the run's row and fail unless `worker_id` holds it running, or (when `finished` is
+/// allowed) finished it (writes to one run are serialized; the run row is always locked
+/// before its attempts).
+async fn check_holder(
+    tx: &mut Transaction<'static, Postgres>,
+    run_id: &str,
+    worker_id: &str,
+    finished: bool,
+    action: &(dyn Fn() -> String + Sync),
+) -> Result<(), StoreError> {
+    let row =
+        sqlx::query_as::<_, (String, Option<String>)>("SELECT state, worker_id FROM runs WHERE id = $1 FOR UPDATE")
+            .bind(run_id)
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(|e| failed(action(), e))?;
+    match row {
+        None => Err(StoreError::NotFound { run_id: run_id.to_owned() }),
+        Some((state, holder))
+            if holder.as_deref() == Some(worker_id)
+                && (state == "running" || (finished && (state == "succeeded" || state == "failed"))) =>
+        {
+            Ok(())
+        }
+        Some(_) => Err(StoreError::LeaseLost { run_id: run_id.to_owned(), worker_id: worker_id.to_owned() }),
+    }
+}
+
+/// Make `run_id` running under `lease`.
+async fn take(tx: &mut Transaction<'static, Postgres>, run_id: &str, lease: &Lease<'_>) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE runs SET state = 'running', worker_id = $2, lease_until = redraft_now_ms() + $3,
+             updated_at = redraft_now_ms()
+         WHERE id = $1",
+    )
+    .bind(run_id)
+    .bind(lease.worker_id)
+    .bind(lease_ms(lease.ttl))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 #[async_trait::async_trait]
 impl Store for PostgresStore {
-    async fn insert_run(&self, run_id: &str, spec: &Value, state: RunState) -> Result<(), StoreError> {
+    async fn insert_run(&self, new: &NewRun<'_>) -> Result<(), StoreError> {
+        let run_id = new.run_id;
         let action = || format!("insert run `{run_id}`");
-        let spec_text = encode_spec(run_id, spec)?;
+        let spec_text = encode_spec(run_id, new.spec)?;
+        if let (None, Some(max)) = (new.holder, new.max_queued) {
+            // Approximate under concurrent inserts (by at most the number of API nodes), which
+            // is what a bound on waiting work needs.
+            let queued = self.queue_depth().await?;
+            if queued >= max {
+                return Err(StoreError::QueueFull { queued });
+            }
+        }
+        let (state, worker_id, ttl) = match new.holder {
+            Some(lease) => ("running", Some(lease.worker_id), Some(lease_ms(lease.ttl))),
+            None => ("queued", None, None),
+        };
         let inserted = sqlx::query(
-            "INSERT INTO runs (id, state, spec, created_at, updated_at, model)
-             VALUES ($1, $2, $3::json, redraft_now_ms(), redraft_now_ms(), $4)
+            "INSERT INTO runs (id, state, spec, created_at, updated_at, model, worker_id, lease_until, local)
+             VALUES ($1, $2, $3::json, redraft_now_ms(), redraft_now_ms(), $4, $5, redraft_now_ms() + $6, $7)
              ON CONFLICT (id) DO NOTHING",
         )
         .bind(run_id)
-        .bind(state.as_str())
+        .bind(state)
         .bind(spec_text)
-        .bind(model_of_spec(spec))
+        .bind(model_of_spec(new.spec))
+        .bind(worker_id)
+        .bind(ttl)
+        .bind(new.local)
         .execute(&self.pool)
         .await
         .map_err(|e| failed(action(), e))?;
@@ -143,32 +217,113 @@ impl Store for PostgresStore {
         Ok(())
     }
 
-    async fn set_state(&self, run_id: &str, state: RunState) -> Result<(), StoreError> {
-        let updated = sqlx::query(
-            "UPDATE runs SET state = $2, updated_at = redraft_now_ms(),
-                 worker_id = CASE WHEN $2 = 'queued' THEN NULL ELSE worker_id END,
-                 lease_until = CASE WHEN $2 = 'running' THEN lease_until ELSE NULL END
-             WHERE id = $1",
-        )
-        .bind(run_id)
-        .bind(state.as_str())
-        .execute(&self.pool)
-        .await
-        .map_err(|e| failed(format!("set the state of run `{run_id}` to {}", state.as_str()), e))?;
-        if updated.rows_affected() == 0 {
-            return Err(StoreError::NotFound { run_id: run_id.to_owned() });
+    async fn claim_next(&self, lease: &Lease<'_>) -> Result<Option<Claimed>, StoreError> {
+        let worker_id = lease.worker_id;
+        let action = || format!("claim a run for worker `{worker_id}`");
+        // Runs whose worker stopped renewing first (they are older), then the queue; rows
+        // another claimer has locked are skipped, never waited for.
+        for (statement, takeover) in [(CLAIM_EXPIRED, true), (CLAIM_QUEUED, false)] {
+            let claimed = sqlx::query_scalar::<_, String>(statement)
+                .bind(worker_id)
+                .bind(lease_ms(lease.ttl))
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| failed(action(), e))?;
+            if let Some(run_id) = claimed {
+                return Ok(Some(Claimed { run_id, takeover }));
+            }
         }
-        Ok(())
+        Ok(None)
     }
 
-    async fn save_attempt(&self, run_id: &str, attempt: &AttemptRecord) -> Result<(), StoreError> {
+    async fn claim_run(&self, run_id: &str, lease: &Lease<'_>, force: bool) -> Result<Claim, StoreError> {
+        let action = || format!("claim run `{run_id}` for worker `{}`", lease.worker_id);
+        let mut tx = self.write(action).await?;
+        let row = sqlx::query_as::<_, (String, Option<String>, Option<i64>, i64)>(
+            "SELECT state, worker_id, lease_until, redraft_now_ms() FROM runs WHERE id = $1 FOR UPDATE",
+        )
+        .bind(run_id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(|e| failed(action(), e))?;
+        let Some((state, holder, lease_until, now)) = row else {
+            return Err(StoreError::NotFound { run_id: run_id.to_owned() });
+        };
+        let state = crate::rows::state(run_id, &state)?;
+        let claim = match decide_claim(state, holder, lease_until, lease.worker_id, now, force) {
+            Ok(claim) => claim,
+            Err(other) => return Ok(other),
+        };
+        take(&mut tx, run_id, lease).await.map_err(|e| failed(action(), e))?;
+        tx.commit().await.map_err(|e| failed(action(), e))?;
+        Ok(claim)
+    }
+
+    async fn renew(&self, lease: &Lease<'_>, run_ids: &[String]) -> Result<Renewal, StoreError> {
+        let worker_id = lease.worker_id;
+        if run_ids.is_empty() {
+            return Ok(Renewal::default());
+        }
+        let rows = sqlx::query_as::<_, (String, bool)>(
+            "UPDATE runs SET lease_until = redraft_now_ms() + $2
+             WHERE worker_id = $1 AND state = 'running' AND id = ANY($3)
+             RETURNING id, cancel_requested",
+        )
+        .bind(worker_id)
+        .bind(lease_ms(lease.ttl))
+        .bind(run_ids)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| failed(format!("renew the leases of worker `{worker_id}`"), e))?;
+        Ok(renewal(rows))
+    }
+
+    async fn release(&self, run_id: &str, worker_id: &str) -> Result<bool, StoreError> {
+        let released = sqlx::query(
+            "UPDATE runs SET state = 'queued', worker_id = NULL, lease_until = NULL, updated_at = redraft_now_ms()
+             WHERE id = $1 AND worker_id = $2 AND state = 'running'",
+        )
+        .bind(run_id)
+        .bind(worker_id)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| failed(format!("put run `{run_id}` back in the queue"), e))?;
+        Ok(released.rows_affected() > 0)
+    }
+
+    async fn request_cancel(&self, run_id: &str) -> Result<RunState, StoreError> {
+        let action = || format!("cancel run `{run_id}`");
+        let mut tx = self.write(action).await?;
+        sqlx::query("UPDATE runs SET cancel_requested = TRUE WHERE id = $1 AND state IN ('queued', 'running')")
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| failed(action(), e))?;
+        let state = sqlx::query_scalar::<_, String>("SELECT state FROM runs WHERE id = $1")
+            .bind(run_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| failed(action(), e))?;
+        tx.commit().await.map_err(|e| failed(action(), e))?;
+        let state = state.ok_or_else(|| StoreError::NotFound { run_id: run_id.to_owned() })?;
+        crate::rows::state(run_id, &state)
+    }
+
+    async fn withdraw(&self, run_id: &str) -> Result<bool, StoreError> {
+        let removed = sqlx::query("DELETE FROM runs WHERE id = $1 AND state = 'queued'")
+            .bind(run_id)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| failed(format!("withdraw run `{run_id}`"), e))?;
+        Ok(removed.rows_affected() > 0)
+    }
+
+    async fn save_attempt(&self, run_id: &str, worker_id: &str, attempt: &AttemptRecord) -> Result<(), StoreError> {
         let action = || format!("save attempt {} of run `{run_id}`", attempt.iteration);
         let columns = AttemptColumns::new(run_id, attempt)?;
         let mut tx = self.write(action).await?;
-        if !Self::lock(&mut tx, run_id).await.map_err(|e| failed(action(), e))? {
-            return Err(StoreError::NotFound { run_id: run_id.to_owned() });
-        }
-        upsert_attempt(&mut tx, run_id, &columns).await.map_err(|e| failed(action(), e))?;
+        check_holder(&mut tx, run_id, worker_id, false, &action).await?;
+        upsert_attempt(&mut tx, SAVE_ATTEMPT, run_id, &columns).await.map_err(|e| failed(action(), e))?;
         sqlx::query(
             "UPDATE runs SET updated_at = redraft_now_ms(),
                  iterations = (SELECT COUNT(*) FROM attempts WHERE run_id = $1),
@@ -184,14 +339,12 @@ impl Store for PostgresStore {
         tx.commit().await.map_err(|e| failed(action(), e))
     }
 
-    async fn finish_run(&self, result: &RunResult) -> Result<(), StoreError> {
+    async fn finish_run(&self, result: &RunResult, worker_id: &str) -> Result<(), StoreError> {
         let run_id = result.run_id.as_str();
         let action = || format!("finish run `{run_id}`");
         let columns = ResultColumns::new(result)?;
         let mut tx = self.write(action).await?;
-        if !Self::lock(&mut tx, run_id).await.map_err(|e| failed(action(), e))? {
-            return Err(StoreError::NotFound { run_id: run_id.to_owned() });
-        }
+        check_holder(&mut tx, run_id, worker_id, true, &action).await?;
         sqlx::query(
             "UPDATE runs SET state = $2, halted_because = $3, iterations = $4, best_score = $5, result = $6::json,
                  updated_at = redraft_now_ms(), lease_until = NULL
@@ -207,7 +360,7 @@ impl Store for PostgresStore {
         .await
         .map_err(|e| failed(action(), e))?;
         for attempt in &columns.history {
-            upsert_attempt(&mut tx, run_id, attempt).await.map_err(|e| failed(action(), e))?;
+            upsert_attempt(&mut tx, KEEP_ATTEMPT, run_id, attempt).await.map_err(|e| failed(action(), e))?;
         }
         sqlx::query("DELETE FROM attempts WHERE run_id = $1 AND iteration <> ALL($2)")
             .bind(run_id)
@@ -227,7 +380,8 @@ impl Store for PostgresStore {
             .await
             .map_err(|e| failed(action(), e))?;
         let row = sqlx::query_as::<_, RunRow>(
-            "SELECT id, state, spec::text AS spec, created_at, updated_at, result::text AS result
+            "SELECT id, state, spec::text AS spec, created_at, updated_at, result::text AS result, worker_id,
+                 lease_until
              FROM runs WHERE id = $1",
         )
         .bind(run_id)
@@ -281,54 +435,13 @@ impl Store for PostgresStore {
         .await
         .map_err(|e| failed("list unfinished runs", e))
     }
-}
 
-#[async_trait::async_trait]
-impl Queue for PostgresStore {
-    async fn claim_queued(&self, worker_id: &str, lease: Duration) -> Result<Option<String>, StoreError> {
-        sqlx::query_scalar::<_, String>(
-            "UPDATE runs SET state = 'running', worker_id = $1, lease_until = redraft_now_ms() + $2,
-                 updated_at = redraft_now_ms()
-             WHERE id = (SELECT id FROM runs WHERE state = 'queued' ORDER BY created_at, seq
-                         LIMIT 1 FOR UPDATE SKIP LOCKED)
-             RETURNING id",
-        )
-        .bind(worker_id)
-        .bind(lease_ms(lease))
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(|e| failed(format!("claim a queued run for worker `{worker_id}`"), e))
-    }
-
-    async fn heartbeat(&self, run_id: &str, worker_id: &str, lease: Duration) -> Result<bool, StoreError> {
-        let action = || format!("renew the lease of worker `{worker_id}` on run `{run_id}`");
-        let mut tx = self.write(action).await?;
-        if !Self::lock(&mut tx, run_id).await.map_err(|e| failed(action(), e))? {
-            return Err(StoreError::NotFound { run_id: run_id.to_owned() });
-        }
-        let renewed = sqlx::query(
-            "UPDATE runs SET lease_until = redraft_now_ms() + $3, updated_at = redraft_now_ms()
-             WHERE id = $1 AND worker_id = $2 AND state = 'running'",
-        )
-        .bind(run_id)
-        .bind(worker_id)
-        .bind(lease_ms(lease))
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| failed(action(), e))?;
-        tx.commit().await.map_err(|e| failed(action(), e))?;
-        Ok(renewed.rows_affected() > 0)
-    }
-
-    async fn requeue_expired(&self) -> Result<u64, StoreError> {
-        let requeued = sqlx::query(
-            "UPDATE runs SET state = 'queued', worker_id = NULL, lease_until = NULL, updated_at = redraft_now_ms()
-             WHERE state = 'running' AND lease_until IS NOT NULL AND lease_until < redraft_now_ms()",
-        )
-        .execute(&self.pool)
-        .await
-        .map_err(|e| failed("requeue runs whose lease expired", e))?;
-        Ok(requeued.rows_affected())
+    async fn queue_depth(&self) -> Result<u64, StoreError> {
+        let n = sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM runs WHERE state = 'queued'")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| failed("count the queued runs", e))?;
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 }
 

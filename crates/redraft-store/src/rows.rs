@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use redraft_core::policy::HaltReason;
 use redraft_core::record::{AttemptRecord, RunResult, RunStatus};
-use redraft_core::store::{RunState, RunSummary, StoreError, StoredRun};
+use redraft_core::store::{Claim, Holder, Renewal, RunState, RunSummary, StoreError, StoredRun};
 use serde_json::Value;
 
 /// A `runs` row as [`Store::run`](redraft_core::store::Store::run) reads it.
@@ -16,6 +16,8 @@ pub(crate) struct RunRow {
     pub created_at: i64,
     pub updated_at: i64,
     pub result: Option<String>,
+    pub worker_id: Option<String>,
+    pub lease_until: Option<i64>,
 }
 
 /// A `runs` row as a list reads it: summary columns only.
@@ -211,6 +213,36 @@ pub(crate) fn model_of_spec(spec: &Value) -> Option<String> {
     }
 }
 
+/// What claiming a run in `state`, held by `holder` until `lease_until`, comes to for
+/// `worker_id`: `Ok` to take it (the claim to report), `Err` to leave it (the answer).
+pub(crate) fn decide_claim(
+    state: RunState,
+    holder: Option<String>,
+    lease_until: Option<i64>,
+    worker_id: &str,
+    now: i64,
+    force: bool,
+) -> Result<Claim, Claim> {
+    match state {
+        RunState::Succeeded | RunState::Failed => Err(Claim::Finished(state)),
+        RunState::Queued => Ok(Claim::Claimed { takeover: false }),
+        RunState::Running => match (holder, lease_until) {
+            (Some(holder), _) if holder == worker_id => Ok(Claim::Claimed { takeover: false }),
+            (Some(worker_id), Some(lease_until_ms)) if lease_until_ms >= now && !force => {
+                Err(Claim::Held(Holder { worker_id, lease_until_ms }))
+            }
+            // Expired, broken by force, or written by a version without leases.
+            _ => Ok(Claim::Claimed { takeover: true }),
+        },
+    }
+}
+
+/// The runs a renewal returned, with their cancel flags.
+pub(crate) fn renewal(rows: Vec<(String, bool)>) -> Renewal {
+    let cancel = rows.iter().filter(|(_, cancel)| *cancel).map(|(id, _)| id.clone()).collect();
+    Renewal { held: rows.into_iter().map(|(id, _)| id).collect(), cancel }
+}
+
 /// A lease as milliseconds, bounded so that `now + lease` cannot overflow.
 pub(crate) fn lease_ms(lease: Duration) -> i64 {
     i64::try_from(lease.as_millis()).unwrap_or(i64::MAX).min(i64::MAX / 4)
@@ -225,7 +257,7 @@ fn corrupt(what: String, message: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt { what, message: message.to_string() }
 }
 
-fn state(run_id: &str, text: &str) -> Result<RunState, StoreError> {
+pub(crate) fn state(run_id: &str, text: &str) -> Result<RunState, StoreError> {
     text.parse().map_err(|message: String| corrupt(format!("state of run `{run_id}`"), message))
 }
 
@@ -280,8 +312,14 @@ impl RunRow {
                     })?,
             ),
         };
+        let state = state(&run_id, &self.state)?;
+        let holder = match (state, self.worker_id, self.lease_until) {
+            (RunState::Running, Some(worker_id), Some(lease_until_ms)) => Some(Holder { worker_id, lease_until_ms }),
+            _ => None,
+        };
         Ok(StoredRun {
-            state: state(&run_id, &self.state)?,
+            state,
+            holder,
             run_id,
             spec,
             created_at_ms: self.created_at,
@@ -334,6 +372,8 @@ mod tests {
             created_at: 0,
             updated_at: 0,
             result: None,
+            worker_id: None,
+            lease_until: None,
         };
         let err = row.into_stored(vec![AttemptRow { iteration: 1, record: "{".into() }]).unwrap_err();
         assert!(err.to_string().starts_with("the stored attempt 1 of run `r` is damaged: "), "{err}");

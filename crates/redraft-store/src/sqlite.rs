@@ -11,14 +11,15 @@ use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redraft_core::record::{AttemptRecord, RunResult};
-use redraft_core::store::{RunFilter, RunState, RunSummary, Store, StoreError, StoredRun};
-use serde_json::Value;
+use redraft_core::store::{
+    Claim, Claimed, Lease, NewRun, Renewal, RunFilter, RunState, RunSummary, Store, StoreError, StoredRun,
+};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, Transaction};
 
-use crate::Queue;
 use crate::rows::{
-    AttemptColumns, AttemptRow, ResultColumns, RunRow, SummaryRow, encode_spec, failed, lease_ms, model_of_spec,
+    AttemptColumns, AttemptRow, ResultColumns, RunRow, SummaryRow, decide_claim, encode_spec, failed, lease_ms,
+    model_of_spec, renewal,
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
@@ -114,14 +115,6 @@ impl SqliteStore {
     async fn write(&self, action: impl Fn() -> String) -> Result<Transaction<'static, Sqlite>, StoreError> {
         self.writer.begin_with("BEGIN IMMEDIATE").await.map_err(|e| failed(action(), e))
     }
-
-    async fn exists(tx: &mut Transaction<'static, Sqlite>, run_id: &str) -> Result<bool, sqlx::Error> {
-        let found = sqlx::query_scalar::<_, i64>("SELECT 1 FROM runs WHERE id = $1")
-            .bind(run_id)
-            .fetch_optional(&mut **tx)
-            .await?;
-        Ok(found.is_some())
-    }
 }
 
 async fn migrate(pool: &SqlitePool, location: &str) -> Result<(), StoreError> {
@@ -162,20 +155,29 @@ fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-const UPSERT_ATTEMPT: &str =
-    "INSERT INTO attempts (run_id, iteration, status, score, has_artifact, record, recorded_at)
+/// Inserting an attempt sets its `recorded_at`; saving it again (a resumed run remakes an
+/// interrupted attempt) moves it to the new time.
+const SAVE_ATTEMPT: &str = "INSERT INTO attempts (run_id, iteration, status, score, has_artifact, record, recorded_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7)
      ON CONFLICT (run_id, iteration) DO UPDATE SET
          status = excluded.status, score = excluded.score, has_artifact = excluded.has_artifact,
          record = excluded.record, recorded_at = excluded.recorded_at";
 
+/// Writing a result's history keeps the time each attempt was first recorded.
+const KEEP_ATTEMPT: &str = "INSERT INTO attempts (run_id, iteration, status, score, has_artifact, record, recorded_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)
+     ON CONFLICT (run_id, iteration) DO UPDATE SET
+         status = excluded.status, score = excluded.score, has_artifact = excluded.has_artifact,
+         record = excluded.record";
+
 async fn upsert_attempt(
     tx: &mut Transaction<'static, Sqlite>,
+    statement: &'static str,
     run_id: &str,
     attempt: &AttemptColumns,
     now: i64,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(UPSERT_ATTEMPT)
+    sqlx::query(statement)
         .bind(run_id)
         .bind(attempt.iteration)
         .bind(attempt.status)
@@ -188,59 +190,203 @@ async fn upsert_attempt(
     Ok(())
 }
 
+/// Fail unless `worker_id` holds the running run `run_id` (or, when `finished` is allowed,
+/// finished it: writing a result again is harmless).
+async fn check_holder(
+    tx: &mut Transaction<'static, Sqlite>,
+    run_id: &str,
+    worker_id: &str,
+    finished: bool,
+    action: &(dyn Fn() -> String + Sync),
+) -> Result<(), StoreError> {
+    let row = sqlx::query_as::<_, (String, Option<String>)>("SELECT state, worker_id FROM runs WHERE id = $1")
+        .bind(run_id)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(|e| failed(action(), e))?;
+    match row {
+        None => Err(StoreError::NotFound { run_id: run_id.to_owned() }),
+        Some((state, holder))
+            if holder.as_deref() == Some(worker_id)
+                && (state == "running" || (finished && (state == "succeeded" || state == "failed"))) =>
+        {
+            Ok(())
+        }
+        Some(_) => Err(StoreError::LeaseLost { run_id: run_id.to_owned(), worker_id: worker_id.to_owned() }),
+    }
+}
+
 #[async_trait::async_trait]
 impl Store for SqliteStore {
-    async fn insert_run(&self, run_id: &str, spec: &Value, state: RunState) -> Result<(), StoreError> {
+    async fn insert_run(&self, new: &NewRun<'_>) -> Result<(), StoreError> {
+        let run_id = new.run_id;
         let action = || format!("insert run `{run_id}`");
-        let spec_text = encode_spec(run_id, spec)?;
+        let spec_text = encode_spec(run_id, new.spec)?;
         let now = now_ms();
+        let mut tx = self.write(action).await?;
+        if let (None, Some(max)) = (new.holder, new.max_queued) {
+            let queued = sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM runs WHERE state = 'queued'")
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(|e| failed(action(), e))?;
+            let queued = u64::try_from(queued).unwrap_or(0);
+            if queued >= max {
+                return Err(StoreError::QueueFull { queued });
+            }
+        }
+        let (state, worker_id, lease_until) = match new.holder {
+            Some(lease) => ("running", Some(lease.worker_id), Some(now.saturating_add(lease_ms(lease.ttl)))),
+            None => ("queued", None, None),
+        };
         let inserted = sqlx::query(
-            "INSERT INTO runs (id, seq, state, spec, created_at, updated_at, model)
-             VALUES ($1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM runs), $2, $3, $4, $4, $5)
+            "INSERT INTO runs (id, seq, state, spec, created_at, updated_at, model, worker_id, lease_until, local)
+             VALUES ($1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM runs), $2, $3, $4, $4, $5, $6, $7, $8)
              ON CONFLICT (id) DO NOTHING",
         )
         .bind(run_id)
-        .bind(state.as_str())
+        .bind(state)
         .bind(spec_text)
         .bind(now)
-        .bind(model_of_spec(spec))
-        .execute(&self.writer)
+        .bind(model_of_spec(new.spec))
+        .bind(worker_id)
+        .bind(lease_until)
+        .bind(new.local)
+        .execute(&mut *tx)
         .await
         .map_err(|e| failed(action(), e))?;
         if inserted.rows_affected() == 0 {
             return Err(StoreError::Query { action: action(), message: "a run with this id is already stored".into() });
         }
-        Ok(())
+        tx.commit().await.map_err(|e| failed(action(), e))
     }
 
-    async fn set_state(&self, run_id: &str, state: RunState) -> Result<(), StoreError> {
-        let updated = sqlx::query(
-            "UPDATE runs SET state = $2, updated_at = $3,
-                 worker_id = CASE WHEN $2 = 'queued' THEN NULL ELSE worker_id END,
-                 lease_until = CASE WHEN $2 = 'running' THEN lease_until ELSE NULL END
-             WHERE id = $1",
+    async fn claim_next(&self, lease: &Lease<'_>) -> Result<Option<Claimed>, StoreError> {
+        let worker_id = lease.worker_id;
+        let action = || format!("claim a run for worker `{worker_id}`");
+        let now = now_ms();
+        let mut tx = self.write(action).await?;
+        // Runs whose worker stopped renewing first (they are older), then the queue.
+        let expired = sqlx::query_scalar::<_, String>(
+            "SELECT id FROM runs WHERE state = 'running' AND (lease_until IS NULL OR lease_until < $1) AND NOT local
+             ORDER BY created_at, seq LIMIT 1",
+        )
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(|e| failed(action(), e))?;
+        let (run_id, takeover) = match expired {
+            Some(id) => (Some(id), true),
+            None => (
+                sqlx::query_scalar::<_, String>(
+                    "SELECT id FROM runs WHERE state = 'queued' AND NOT local ORDER BY created_at, seq LIMIT 1",
+                )
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(|e| failed(action(), e))?,
+                false,
+            ),
+        };
+        let Some(run_id) = run_id else { return Ok(None) };
+        take(&mut tx, &run_id, lease, now).await.map_err(|e| failed(action(), e))?;
+        tx.commit().await.map_err(|e| failed(action(), e))?;
+        Ok(Some(Claimed { run_id, takeover }))
+    }
+
+    async fn claim_run(&self, run_id: &str, lease: &Lease<'_>, force: bool) -> Result<Claim, StoreError> {
+        let action = || format!("claim run `{run_id}` for worker `{}`", lease.worker_id);
+        let now = now_ms();
+        let mut tx = self.write(action).await?;
+        let row = sqlx::query_as::<_, (String, Option<String>, Option<i64>)>(
+            "SELECT state, worker_id, lease_until FROM runs WHERE id = $1",
         )
         .bind(run_id)
-        .bind(state.as_str())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(|e| failed(action(), e))?;
+        let Some((state, holder, lease_until)) = row else {
+            return Err(StoreError::NotFound { run_id: run_id.to_owned() });
+        };
+        let state = crate::rows::state(run_id, &state)?;
+        let claim = match decide_claim(state, holder, lease_until, lease.worker_id, now, force) {
+            Ok(claim) => claim,
+            Err(other) => return Ok(other),
+        };
+        take(&mut tx, run_id, lease, now).await.map_err(|e| failed(action(), e))?;
+        tx.commit().await.map_err(|e| failed(action(), e))?;
+        Ok(claim)
+    }
+
+    async fn renew(&self, lease: &Lease<'_>, run_ids: &[String]) -> Result<Renewal, StoreError> {
+        let worker_id = lease.worker_id;
+        if run_ids.is_empty() {
+            return Ok(Renewal::default());
+        }
+        let ids = serde_json::to_string(run_ids).map_err(|e| StoreError::Query {
+            action: format!("renew the leases of worker `{worker_id}`"),
+            message: e.to_string(),
+        })?;
+        let rows = sqlx::query_as::<_, (String, bool)>(
+            "UPDATE runs SET lease_until = $2
+             WHERE worker_id = $1 AND state = 'running' AND id IN (SELECT value FROM json_each($3))
+             RETURNING id, cancel_requested",
+        )
+        .bind(worker_id)
+        .bind(now_ms().saturating_add(lease_ms(lease.ttl)))
+        .bind(ids)
+        .fetch_all(&self.writer)
+        .await
+        .map_err(|e| failed(format!("renew the leases of worker `{worker_id}`"), e))?;
+        Ok(renewal(rows))
+    }
+
+    async fn release(&self, run_id: &str, worker_id: &str) -> Result<bool, StoreError> {
+        let released = sqlx::query(
+            "UPDATE runs SET state = 'queued', worker_id = NULL, lease_until = NULL, updated_at = $3
+             WHERE id = $1 AND worker_id = $2 AND state = 'running'",
+        )
+        .bind(run_id)
+        .bind(worker_id)
         .bind(now_ms())
         .execute(&self.writer)
         .await
-        .map_err(|e| failed(format!("set the state of run `{run_id}` to {}", state.as_str()), e))?;
-        if updated.rows_affected() == 0 {
-            return Err(StoreError::NotFound { run_id: run_id.to_owned() });
-        }
-        Ok(())
+        .map_err(|e| failed(format!("put run `{run_id}` back in the queue"), e))?;
+        Ok(released.rows_affected() > 0)
     }
 
-    async fn save_attempt(&self, run_id: &str, attempt: &AttemptRecord) -> Result<(), StoreError> {
+    async fn request_cancel(&self, run_id: &str) -> Result<RunState, StoreError> {
+        let action = || format!("cancel run `{run_id}`");
+        let mut tx = self.write(action).await?;
+        sqlx::query("UPDATE runs SET cancel_requested = 1 WHERE id = $1 AND state IN ('queued', 'running')")
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| failed(action(), e))?;
+        let state = sqlx::query_scalar::<_, String>("SELECT state FROM runs WHERE id = $1")
+            .bind(run_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| failed(action(), e))?;
+        tx.commit().await.map_err(|e| failed(action(), e))?;
+        let state = state.ok_or_else(|| StoreError::NotFound { run_id: run_id.to_owned() })?;
+        crate::rows::state(run_id, &state)
+    }
+
+    async fn withdraw(&self, run_id: &str) -> Result<bool, StoreError> {
+        let removed = sqlx::query("DELETE FROM runs WHERE id = $1 AND state = 'queued'")
+            .bind(run_id)
+            .execute(&self.writer)
+            .await
+            .map_err(|e| failed(format!("withdraw run `{run_id}`"), e))?;
+        Ok(removed.rows_affected() > 0)
+    }
+
+    async fn save_attempt(&self, run_id: &str, worker_id: &str, attempt: &AttemptRecord) -> Result<(), StoreError> {
         let action = || format!("save attempt {} of run `{run_id}`", attempt.iteration);
         let columns = AttemptColumns::new(run_id, attempt)?;
         let now = now_ms();
         let mut tx = self.write(action).await?;
-        if !Self::exists(&mut tx, run_id).await.map_err(|e| failed(action(), e))? {
-            return Err(StoreError::NotFound { run_id: run_id.to_owned() });
-        }
-        upsert_attempt(&mut tx, run_id, &columns, now).await.map_err(|e| failed(action(), e))?;
+        check_holder(&mut tx, run_id, worker_id, false, &action).await?;
+        upsert_attempt(&mut tx, SAVE_ATTEMPT, run_id, &columns, now).await.map_err(|e| failed(action(), e))?;
         sqlx::query(
             "UPDATE runs SET updated_at = $2,
                  iterations = (SELECT COUNT(*) FROM attempts WHERE run_id = $1),
@@ -257,7 +403,7 @@ impl Store for SqliteStore {
         tx.commit().await.map_err(|e| failed(action(), e))
     }
 
-    async fn finish_run(&self, result: &RunResult) -> Result<(), StoreError> {
+    async fn finish_run(&self, result: &RunResult, worker_id: &str) -> Result<(), StoreError> {
         let run_id = result.run_id.as_str();
         let action = || format!("finish run `{run_id}`");
         let columns = ResultColumns::new(result)?;
@@ -265,7 +411,8 @@ impl Store for SqliteStore {
             .map_err(|e| StoreError::Query { action: action(), message: e.to_string() })?;
         let now = now_ms();
         let mut tx = self.write(action).await?;
-        let updated = sqlx::query(
+        check_holder(&mut tx, run_id, worker_id, true, &action).await?;
+        sqlx::query(
             "UPDATE runs SET state = $2, halted_because = $3, iterations = $4, best_score = $5, result = $6,
                  updated_at = $7, lease_until = NULL
              WHERE id = $1",
@@ -280,11 +427,8 @@ impl Store for SqliteStore {
         .execute(&mut *tx)
         .await
         .map_err(|e| failed(action(), e))?;
-        if updated.rows_affected() == 0 {
-            return Err(StoreError::NotFound { run_id: run_id.to_owned() });
-        }
         for attempt in &columns.history {
-            upsert_attempt(&mut tx, run_id, attempt, now).await.map_err(|e| failed(action(), e))?;
+            upsert_attempt(&mut tx, KEEP_ATTEMPT, run_id, attempt, now).await.map_err(|e| failed(action(), e))?;
         }
         sqlx::query("DELETE FROM attempts WHERE run_id = $1 AND iteration NOT IN (SELECT value FROM json_each($2))")
             .bind(run_id)
@@ -300,7 +444,7 @@ impl Store for SqliteStore {
         // One read transaction: the run and its attempts from the same snapshot.
         let mut tx = self.reader.begin().await.map_err(|e| failed(action(), e))?;
         let row = sqlx::query_as::<_, RunRow>(
-            "SELECT id, state, spec, created_at, updated_at, result FROM runs WHERE id = $1",
+            "SELECT id, state, spec, created_at, updated_at, result, worker_id, lease_until FROM runs WHERE id = $1",
         )
         .bind(run_id)
         .fetch_optional(&mut *tx)
@@ -353,60 +497,31 @@ impl Store for SqliteStore {
         .await
         .map_err(|e| failed("list unfinished runs", e))
     }
+
+    async fn queue_depth(&self) -> Result<u64, StoreError> {
+        let n = sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM runs WHERE state = 'queued'")
+            .fetch_one(&self.reader)
+            .await
+            .map_err(|e| failed("count the queued runs", e))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
 }
 
-#[async_trait::async_trait]
-impl Queue for SqliteStore {
-    async fn claim_queued(&self, worker_id: &str, lease: Duration) -> Result<Option<String>, StoreError> {
-        let action = || format!("claim a queued run for worker `{worker_id}`");
-        let mut tx = self.write(action).await?;
-        let claimed = sqlx::query_scalar::<_, String>(
-            "UPDATE runs SET state = 'running', worker_id = $1, lease_until = $2 + $3, updated_at = $2
-             WHERE id = (SELECT id FROM runs WHERE state = 'queued' ORDER BY created_at, seq LIMIT 1)
-             RETURNING id",
-        )
-        .bind(worker_id)
-        .bind(now_ms())
-        .bind(lease_ms(lease))
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(|e| failed(action(), e))?;
-        tx.commit().await.map_err(|e| failed(action(), e))?;
-        Ok(claimed)
-    }
-
-    async fn heartbeat(&self, run_id: &str, worker_id: &str, lease: Duration) -> Result<bool, StoreError> {
-        let action = || format!("renew the lease of worker `{worker_id}` on run `{run_id}`");
-        let mut tx = self.write(action).await?;
-        let renewed = sqlx::query(
-            "UPDATE runs SET lease_until = $3 + $4, updated_at = $3
-             WHERE id = $1 AND worker_id = $2 AND state = 'running'",
-        )
+/// Make `run_id` running under `lease`.
+async fn take(
+    tx: &mut Transaction<'static, Sqlite>,
+    run_id: &str,
+    lease: &Lease<'_>,
+    now: i64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE runs SET state = 'running', worker_id = $2, lease_until = $3, updated_at = $4 WHERE id = $1")
         .bind(run_id)
-        .bind(worker_id)
-        .bind(now_ms())
-        .bind(lease_ms(lease))
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| failed(action(), e))?;
-        if renewed.rows_affected() == 0 && !Self::exists(&mut tx, run_id).await.map_err(|e| failed(action(), e))? {
-            return Err(StoreError::NotFound { run_id: run_id.to_owned() });
-        }
-        tx.commit().await.map_err(|e| failed(action(), e))?;
-        Ok(renewed.rows_affected() > 0)
-    }
-
-    async fn requeue_expired(&self) -> Result<u64, StoreError> {
-        let requeued = sqlx::query(
-            "UPDATE runs SET state = 'queued', worker_id = NULL, lease_until = NULL, updated_at = $1
-             WHERE state = 'running' AND lease_until IS NOT NULL AND lease_until < $1",
-        )
-        .bind(now_ms())
-        .execute(&self.writer)
-        .await
-        .map_err(|e| failed("requeue runs whose lease expired", e))?;
-        Ok(requeued.rows_affected())
-    }
+        .bind(lease.worker_id)
+        .bind(now.saturating_add(lease_ms(lease.ttl)))
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-//! One contract, every store. Each case below is a plain `async fn(Arc<dyn Queue>)`; the
+//! One contract, every store. Each case below is a plain `async fn(Arc<dyn Store>)`; the
 //! `contract!` macro runs it against:
 //!
-//! - SQLite, always (a fresh file in a temp dir, opened through `redraft_store::open_queue`);
+//! - SQLite, always (a fresh file in a temp dir, opened through `redraft_store::open`);
 //! - PostgreSQL when `DATABASE_URL` is a `postgres://` URL, each case in a schema of its own
 //!   (`redraft_test_<case>`, dropped afterwards). CI sets `DATABASE_URL` (`.ci/run` starts a
 //!   throwaway cluster); without it each PostgreSQL case prints a visible `SKIP` line (which
@@ -19,17 +19,17 @@ use redraft_core::record::{
     AttemptRecord, AttemptStatus, Escalation, Metrics, RecurringIssue, RunErrorReport, RunResult, RunStatus, Validation,
 };
 use redraft_core::{FinishReason, HaltReason, Issue, Score};
-use redraft_store::{Queue, RunFilter, RunState, SqliteStore, Store, StoreError};
+use redraft_store::{Claim, Lease, NewRun, RunFilter, RunState, SqliteStore, Store, StoreError};
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------------
 // The backends
 
 /// A fresh SQLite store in a temp dir (kept alive by the returned guard).
-async fn sqlite_store() -> (Arc<dyn Queue>, tempfile::TempDir) {
+async fn sqlite_store() -> (Arc<dyn Store>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("nested").join("redraft.db");
-    let store = redraft_store::open_queue(path.to_str().unwrap()).await.unwrap();
+    let store = redraft_store::open(path.to_str().unwrap()).await.unwrap();
     (store, dir)
 }
 
@@ -59,7 +59,7 @@ impl PgSchema {
 
 /// A PostgreSQL store in a fresh schema named after the case, or `None` when `DATABASE_URL`
 /// is not set to a PostgreSQL URL.
-async fn postgres_store(case: &str) -> Option<(Arc<dyn Queue>, PgSchema)> {
+async fn postgres_store(case: &str) -> Option<(Arc<dyn Store>, PgSchema)> {
     let Some(url) = postgres_url() else {
         // Written past the test harness's capture, so the skip is seen (and CI, which sets
         // DATABASE_URL, fails on any SKIP line).
@@ -74,7 +74,7 @@ async fn postgres_store(case: &str) -> Option<(Arc<dyn Queue>, PgSchema)> {
     PgSchema::execute(&url, format!("DROP SCHEMA IF EXISTS {name} CASCADE")).await;
     PgSchema::execute(&url, format!("CREATE SCHEMA {name}")).await;
     let separator = if url.contains('?') { '&' } else { '?' };
-    let store = redraft_store::open_queue(&format!("{url}{separator}options[search_path]={name}")).await.unwrap();
+    let store = redraft_store::open(&format!("{url}{separator}options[search_path]={name}")).await.unwrap();
     Some((store, PgSchema { url, name }))
 }
 
@@ -113,12 +113,36 @@ contract!(
     unknown_runs_are_not_found,
     concurrent_runs_never_lock,
     claims_are_exclusive,
-    expired_leases_are_requeued,
+    expired_leases_are_taken_over,
+    cancel_withdraw_and_a_full_queue,
+    attempt_times_are_kept,
     raw_text_reads_back_as_the_artifact,
 );
 
 // ---------------------------------------------------------------------------------------------
 // Values
+
+/// The worker holding the runs of these tests.
+const W: &str = "w1";
+
+/// A long lease for `worker_id`.
+fn lease(worker_id: &str) -> Lease<'_> {
+    Lease { worker_id, ttl: Duration::from_secs(600) }
+}
+
+/// A run recorded running, held by [`W`].
+fn held<'a>(run_id: &'a str, spec: &'a Value) -> NewRun<'a> {
+    NewRun { run_id, spec, holder: Some(lease(W)), max_queued: None, local: false }
+}
+
+/// A run recorded queued.
+fn queued<'a>(run_id: &'a str, spec: &'a Value) -> NewRun<'a> {
+    NewRun { run_id, spec, holder: None, max_queued: None, local: false }
+}
+
+fn new_run<'a>(run_id: &'a str, spec: &'a Value, state: RunState) -> NewRun<'a> {
+    if state == RunState::Queued { queued(run_id, spec) } else { held(run_id, spec) }
+}
 
 fn spec(prompt: &str) -> Value {
     json!({"prompt": prompt, "provider": "local", "model": "qwen", "max_iterations": 5})
@@ -154,6 +178,8 @@ fn attempt(iteration: u32, score: f64, artifact: Option<Value>) -> AttemptRecord
         cost_usd: Some(0.000_125 * f64::from(iteration)),
         judge_cost_usd: None,
         wall_ms: 1234,
+        started_at: Some(format!("2026-11-24T09:00:0{iteration}.000Z")),
+        finished_at: Some(format!("2026-11-24T09:00:0{iteration}.900Z")),
         finish_reason: Some(FinishReason::Stop),
         repeat_of: None,
         model: Some("local/qwen".into()),
@@ -221,9 +247,9 @@ fn not_found(result: Result<impl std::fmt::Debug, StoreError>, run_id: &str) {
 
 /// insert → running → attempts visible one by one → an iteration saved again replaces it →
 /// finish → the exact result is rebuilt, and the summary follows along.
-async fn lifecycle_is_written_as_it_happens(store: Arc<dyn Queue>) {
+async fn lifecycle_is_written_as_it_happens(store: Arc<dyn Store>) {
     let spec = spec("fill the form");
-    store.insert_run("run-a", &spec, RunState::Queued).await.unwrap();
+    store.insert_run(&queued("run-a", &spec)).await.unwrap();
     let stored = store.run("run-a").await.unwrap().unwrap();
     assert_eq!(stored.state, RunState::Queued);
     assert_eq!(stored.spec, spec);
@@ -233,13 +259,15 @@ async fn lifecycle_is_written_as_it_happens(store: Arc<dyn Queue>) {
     assert_eq!((first.iterations, first.best_score, first.halted_because), (0, None, None));
     assert_eq!(first.model.as_deref(), Some("local/qwen"));
 
-    store.set_state("run-a", RunState::Running).await.unwrap();
-    assert_eq!(store.run("run-a").await.unwrap().unwrap().state, RunState::Running);
+    assert_eq!(store.claim_run("run-a", &lease(W), false).await.unwrap(), Claim::Claimed { takeover: false });
+    let stored = store.run("run-a").await.unwrap().unwrap();
+    assert_eq!(stored.state, RunState::Running);
+    assert_eq!(stored.holder.map(|h| h.worker_id).as_deref(), Some(W));
 
     let attempts =
         [attempt(1, 0.4, Some(json!({"name": "Ada"}))), attempt(2, 0.0, None), attempt(3, 0.5, Some(json!({"x": 1})))];
     for (i, a) in attempts.iter().enumerate() {
-        store.save_attempt("run-a", a).await.unwrap();
+        store.save_attempt("run-a", W, a).await.unwrap();
         // Visible at once, in order: a crash right now would lose nothing.
         let stored = store.run("run-a").await.unwrap().unwrap();
         assert_eq!(stored.attempts, attempts[..=i]);
@@ -252,7 +280,7 @@ async fn lifecycle_is_written_as_it_happens(store: Arc<dyn Queue>) {
 
     // A resumed run remakes iteration 3: the new record replaces the old one.
     let remade = attempt(3, 1.0, Some(json!({"name": "Ada", "city": "London"})));
-    store.save_attempt("run-a", &remade).await.unwrap();
+    store.save_attempt("run-a", W, &remade).await.unwrap();
     let stored = store.run("run-a").await.unwrap().unwrap();
     assert_eq!(stored.attempts.len(), 3);
     assert_eq!(stored.attempts[2], remade);
@@ -261,7 +289,7 @@ async fn lifecycle_is_written_as_it_happens(store: Arc<dyn Queue>) {
 
     let history = vec![attempts[0].clone(), attempts[1].clone(), remade];
     let result = result("run-a", RunStatus::Succeeded, history.clone());
-    store.finish_run(&result).await.unwrap();
+    store.finish_run(&result, W).await.unwrap();
     let stored = store.run("run-a").await.unwrap().unwrap();
     assert_eq!(stored.state, RunState::Succeeded);
     assert_eq!(stored.attempts, history);
@@ -278,19 +306,19 @@ async fn lifecycle_is_written_as_it_happens(store: Arc<dyn Queue>) {
 
 /// A failed run: state `failed`, escalation and error kept; the result's history is what is
 /// stored, even attempts that were never saved one by one, and only those.
-async fn failed_run_keeps_its_whole_history(store: Arc<dyn Queue>) {
-    store.insert_run("run-f", &json!({"prompt": "p"}), RunState::Running).await.unwrap();
+async fn failed_run_keeps_its_whole_history(store: Arc<dyn Store>) {
+    store.insert_run(&held("run-f", &json!({"prompt": "p"}))).await.unwrap();
     let history = vec![attempt(1, 0.2, Some(json!([1, 2]))), attempt(2, 0.3, Some(json!([1]))), attempt(3, 0.0, None)];
-    store.save_attempt("run-f", &history[0]).await.unwrap();
-    store.save_attempt("run-f", &history[1]).await.unwrap();
+    store.save_attempt("run-f", W, &history[0]).await.unwrap();
+    store.save_attempt("run-f", W, &history[1]).await.unwrap();
     // An attempt the run did not end up keeping (interrupted, then the run halted).
-    store.save_attempt("run-f", &attempt(4, 0.9, Some(json!([])))).await.unwrap();
+    store.save_attempt("run-f", W, &attempt(4, 0.9, Some(json!([])))).await.unwrap();
     // The spec names no model: the summary takes the proposer's from the first attempt.
     assert_eq!(summary(&*store, "run-f").await.model.as_deref(), Some("local/qwen"));
 
     let result = result("run-f", RunStatus::Failed, history.clone());
     assert!(result.escalation.is_some() && result.error.is_some());
-    store.finish_run(&result).await.unwrap();
+    store.finish_run(&result, W).await.unwrap();
 
     let stored = store.run("run-f").await.unwrap().unwrap();
     assert_eq!(stored.state, RunState::Failed);
@@ -302,24 +330,27 @@ async fn failed_run_keeps_its_whole_history(store: Arc<dyn Queue>) {
         (RunState::Failed, Some(HaltReason::MaxIterations), 3, Some(0.3))
     );
 
-    // Finishing again (a retried write) is harmless and gives the same run.
+    // Finishing again (a retried write) is harmless and gives the same run; no other worker
+    // can write it.
     let again = store.run("run-f").await.unwrap().unwrap().result.unwrap();
-    store.finish_run(&again).await.unwrap();
-    assert_eq!(store.run("run-f").await.unwrap().unwrap().result, Some(again));
+    store.finish_run(&again, W).await.unwrap();
+    assert_eq!(store.run("run-f").await.unwrap().unwrap().result, Some(again.clone()));
+    assert!(matches!(store.finish_run(&again, "w9").await, Err(StoreError::LeaseLost { .. })));
+    assert!(matches!(store.save_attempt("run-f", W, &history[0]).await, Err(StoreError::LeaseLost { .. })));
 }
 
 /// JSON comes back as it was written: key order (an artifact is shown as the model wrote it),
 /// Unicode, escapes, NUL, big integers, floats.
-async fn json_reads_back_verbatim(store: Arc<dyn Queue>) {
+async fn json_reads_back_verbatim(store: Arc<dyn Store>) {
     let text = r#"{"zeta": 1, "alpha": {"b": 2, "a": [3, 1]}, "text": "ü — 🚀 \"q\"\n\u0000", "big": 9007199254740993, "float": 0.1, "tiny": 1e-7, "neg": -0.0}"#;
     let artifact: Value = serde_json::from_str(text).unwrap();
     let spec = json!({"prompt": "p", "context": artifact.clone()});
-    store.insert_run("run-j", &spec, RunState::Running).await.unwrap();
+    store.insert_run(&held("run-j", &spec)).await.unwrap();
     let mut a = attempt(1, 1.0, Some(artifact.clone()));
     a.raw = format!("Here you go:\n{text}\n\u{0}trailing \\ backslash");
-    store.save_attempt("run-j", &a).await.unwrap();
+    store.save_attempt("run-j", W, &a).await.unwrap();
     let result = result("run-j", RunStatus::Succeeded, vec![a.clone()]);
-    store.finish_run(&result).await.unwrap();
+    store.finish_run(&result, W).await.unwrap();
 
     let stored = store.run("run-j").await.unwrap().unwrap();
     assert_eq!(serde_json::to_string(&stored.spec).unwrap(), serde_json::to_string(&spec).unwrap());
@@ -332,19 +363,19 @@ async fn json_reads_back_verbatim(store: Arc<dyn Queue>) {
 
 /// A text-mode attempt (its artifact is its raw text) and a result whose artifact is its best
 /// attempt's read back whole, however they are stored.
-async fn raw_text_reads_back_as_the_artifact(store: Arc<dyn Queue>) {
-    store.insert_run("run-t", &spec("write a poem"), RunState::Running).await.unwrap();
+async fn raw_text_reads_back_as_the_artifact(store: Arc<dyn Store>) {
+    store.insert_run(&held("run-t", &spec("write a poem"))).await.unwrap();
     let text = "roses are red\n".repeat(1000);
     let history = vec![text_attempt(1, &text, 0.0), text_attempt(2, "violets", 1.0), attempt(3, 0.0, None)];
     for a in &history {
-        store.save_attempt("run-t", a).await.unwrap();
+        store.save_attempt("run-t", W, a).await.unwrap();
     }
     assert_eq!(store.run("run-t").await.unwrap().unwrap().attempts, history);
     // The best is attempt 2; the result's artifact is its artifact.
     let mut finished = result("run-t", RunStatus::Failed, history.clone());
     finished.best_iteration = Some(2);
     finished.artifact = history[1].artifact.clone();
-    store.finish_run(&finished).await.unwrap();
+    store.finish_run(&finished, W).await.unwrap();
     let stored = store.run("run-t").await.unwrap().unwrap();
     assert_eq!(stored.attempts, history);
     assert_eq!(stored.result.as_ref(), Some(&finished));
@@ -354,8 +385,8 @@ async fn raw_text_reads_back_as_the_artifact(store: Arc<dyn Queue>) {
     let mut own = finished.clone();
     own.run_id = "run-o".into();
     own.artifact = Some(json!("an artifact of its own"));
-    store.insert_run("run-o", &spec("p"), RunState::Running).await.unwrap();
-    store.finish_run(&own).await.unwrap();
+    store.insert_run(&held("run-o", &spec("p"))).await.unwrap();
+    store.finish_run(&own, W).await.unwrap();
     assert_eq!(store.run("run-o").await.unwrap().unwrap().result, Some(own));
 }
 
@@ -368,13 +399,13 @@ fn text_attempt(iteration: u32, raw: &str, score: f64) -> AttemptRecord {
 }
 
 /// `list`: newest first, by state, at most `limit` (50 by default).
-async fn list_orders_filters_and_limits(store: Arc<dyn Queue>) {
+async fn list_orders_filters_and_limits(store: Arc<dyn Store>) {
     for i in 0..5 {
-        store.insert_run(&format!("r{i}"), &spec(&format!("p{i}")), RunState::Running).await.unwrap();
+        store.insert_run(&held(&format!("r{i}"), &spec(&format!("p{i}")))).await.unwrap();
     }
-    store.finish_run(&result("r0", RunStatus::Succeeded, vec![attempt(1, 1.0, Some(json!(1)))])).await.unwrap();
-    store.finish_run(&result("r1", RunStatus::Failed, vec![attempt(1, 0.1, Some(json!(1)))])).await.unwrap();
-    store.set_state("r3", RunState::Queued).await.unwrap();
+    store.finish_run(&result("r0", RunStatus::Succeeded, vec![attempt(1, 1.0, Some(json!(1)))]), W).await.unwrap();
+    store.finish_run(&result("r1", RunStatus::Failed, vec![attempt(1, 0.1, Some(json!(1)))]), W).await.unwrap();
+    assert!(store.release("r3", W).await.unwrap());
 
     let list = |state: Option<RunState>, limit: Option<u32>| {
         let store = store.clone();
@@ -394,7 +425,7 @@ async fn list_orders_filters_and_limits(store: Arc<dyn Queue>) {
     assert_eq!((r0.halted_because, r0.iterations, r0.best_score), (Some(HaltReason::Success), 1, Some(1.0)));
 
     for i in 5..60 {
-        store.insert_run(&format!("r{i}"), &json!({"prompt": "p"}), RunState::Queued).await.unwrap();
+        store.insert_run(&queued(&format!("r{i}"), &json!({"prompt": "p"}))).await.unwrap();
     }
     let page = list(None, None).await;
     assert_eq!(page.len(), 50);
@@ -403,34 +434,36 @@ async fn list_orders_filters_and_limits(store: Arc<dyn Queue>) {
 }
 
 /// `unfinished`: running and queued runs, oldest first.
-async fn unfinished_runs_oldest_first(store: Arc<dyn Queue>) {
+async fn unfinished_runs_oldest_first(store: Arc<dyn Store>) {
     assert!(store.unfinished().await.unwrap().is_empty());
     for (id, state) in
         [("a", RunState::Running), ("b", RunState::Queued), ("c", RunState::Running), ("d", RunState::Running)]
     {
-        store.insert_run(id, &json!({"prompt": id}), state).await.unwrap();
+        store.insert_run(&new_run(id, &json!({"prompt": id}), state)).await.unwrap();
     }
-    store.finish_run(&result("c", RunStatus::Succeeded, vec![attempt(1, 1.0, Some(json!({})))])).await.unwrap();
+    store.finish_run(&result("c", RunStatus::Succeeded, vec![attempt(1, 1.0, Some(json!({})))]), W).await.unwrap();
     assert_eq!(store.unfinished().await.unwrap(), ["a", "b", "d"]);
-    store.set_state("a", RunState::Queued).await.unwrap();
-    store.set_state("d", RunState::Failed).await.unwrap();
+    assert!(store.release("a", W).await.unwrap());
+    store.finish_run(&result("d", RunStatus::Failed, Vec::new()), W).await.unwrap();
     assert_eq!(store.unfinished().await.unwrap(), ["a", "b"]);
 }
 
 /// Writes to a run that is not stored fail with `NotFound`; reading one gives `None`; a second
 /// insert of the same id is refused.
-async fn unknown_runs_are_not_found(store: Arc<dyn Queue>) {
-    not_found(store.set_state("nope", RunState::Running).await, "nope");
-    not_found(store.save_attempt("nope", &attempt(1, 0.5, None)).await, "nope");
-    not_found(store.finish_run(&result("nope", RunStatus::Failed, Vec::new())).await, "nope");
-    not_found(store.heartbeat("nope", "w1", Duration::from_secs(1)).await, "nope");
+async fn unknown_runs_are_not_found(store: Arc<dyn Store>) {
+    not_found(store.claim_run("nope", &lease(W), false).await, "nope");
+    not_found(store.request_cancel("nope").await, "nope");
+    assert!(!store.withdraw("nope").await.unwrap());
+    assert!(!store.release("nope", W).await.unwrap());
+    not_found(store.save_attempt("nope", W, &attempt(1, 0.5, None)).await, "nope");
+    not_found(store.finish_run(&result("nope", RunStatus::Failed, Vec::new()), W).await, "nope");
     assert!(store.run("nope").await.unwrap().is_none());
     assert_eq!(StoreError::NotFound { run_id: "nope".into() }.to_string(), "run `nope` is not in the store");
     // Nothing was created on the way.
     assert!(store.list(&RunFilter::default()).await.unwrap().is_empty());
 
-    store.insert_run("dup", &json!({"prompt": "p"}), RunState::Queued).await.unwrap();
-    let err = store.insert_run("dup", &json!({"prompt": "other"}), RunState::Running).await.unwrap_err();
+    store.insert_run(&queued("dup", &json!({"prompt": "p"}))).await.unwrap();
+    let err = store.insert_run(&held("dup", &json!({"prompt": "other"}))).await.unwrap_err();
     assert!(matches!(err, StoreError::Query { .. }), "{err:?}");
     assert_eq!(err.to_string(), "the store failed to insert run `dup`: a run with this id is already stored");
     assert_eq!(store.run("dup").await.unwrap().unwrap().spec, json!({"prompt": "p"}));
@@ -438,24 +471,24 @@ async fn unknown_runs_are_not_found(store: Arc<dyn Queue>) {
 
 /// A server running many runs at once: 20 runs, each writing 5 attempts (and reading its run
 /// back after each) concurrently, never fail with "database is locked".
-async fn concurrent_runs_never_lock(store: Arc<dyn Queue>) {
+async fn concurrent_runs_never_lock(store: Arc<dyn Store>) {
     let tasks: Vec<_> = (0..20)
         .map(|r| {
             let store = store.clone();
             tokio::spawn(async move {
                 let run_id = format!("c{r:02}");
-                store.insert_run(&run_id, &spec("p"), RunState::Queued).await?;
-                store.set_state(&run_id, RunState::Running).await?;
+                store.insert_run(&queued(&run_id, &spec("p"))).await?;
+                store.claim_run(&run_id, &lease(W), false).await?;
                 let mut history = Vec::new();
                 for i in 1..=5 {
                     let a = attempt(i, f64::from(i) / 5.0, Some(json!({"run": r, "i": i})));
-                    store.save_attempt(&run_id, &a).await?;
+                    store.save_attempt(&run_id, W, &a).await?;
                     history.push(a);
                     let seen = store.run(&run_id).await?.map_or(0, |s| s.attempts.len());
                     assert_eq!(seen, history.len());
                     tokio::task::yield_now().await;
                 }
-                store.finish_run(&result(&run_id, RunStatus::Succeeded, history)).await?;
+                store.finish_run(&result(&run_id, RunStatus::Succeeded, history), W).await?;
                 Ok::<_, StoreError>(())
             })
         })
@@ -471,25 +504,30 @@ async fn concurrent_runs_never_lock(store: Arc<dyn Queue>) {
     }
 }
 
-/// 8 workers claiming 30 queued runs get 30 distinct runs; the oldest goes first; running
-/// runs are not claimable.
-async fn claims_are_exclusive(store: Arc<dyn Queue>) {
-    let lease = Duration::from_secs(60);
-    assert_eq!(store.claim_queued("w0", lease).await.unwrap(), None);
-    store.insert_run("busy", &json!({"prompt": "p"}), RunState::Running).await.unwrap();
-    let queued: HashSet<String> = (0..30).map(|i| format!("q{i:02}")).collect();
+/// 8 workers claiming 30 queued runs get 30 distinct runs; the oldest goes first; runs held
+/// under a live lease, and runs started by a user's own process, are not claimable.
+async fn claims_are_exclusive(store: Arc<dyn Store>) {
+    let w0 = lease("w0");
+    assert_eq!(store.claim_next(&w0).await.unwrap(), None);
+    store.insert_run(&held("busy", &json!({"prompt": "p"}))).await.unwrap();
+    let local = NewRun { local: true, ..queued("mine", &SPEC) };
+    store.insert_run(&local).await.unwrap();
+    let expected: HashSet<String> = (0..30).map(|i| format!("q{i:02}")).collect();
     for i in 0..30 {
-        store.insert_run(&format!("q{i:02}"), &json!({"prompt": i}), RunState::Queued).await.unwrap();
+        store.insert_run(&queued(&format!("q{i:02}"), &json!({"prompt": i}))).await.unwrap();
     }
-    assert_eq!(store.claim_queued("w0", lease).await.unwrap().as_deref(), Some("q00"));
+    assert_eq!(store.queue_depth().await.unwrap(), 31);
+    let first = store.claim_next(&w0).await.unwrap().unwrap();
+    assert_eq!((first.run_id.as_str(), first.takeover), ("q00", false));
 
     let workers: Vec<_> = (1..=8)
         .map(|w| {
             let store = store.clone();
             tokio::spawn(async move {
+                let id = format!("w{w}");
                 let mut mine = Vec::new();
-                while let Some(run_id) = store.claim_queued(&format!("w{w}"), lease).await? {
-                    mine.push(run_id);
+                while let Some(claimed) = store.claim_next(&lease(&id)).await? {
+                    mine.push(claimed.run_id);
                     tokio::task::yield_now().await;
                 }
                 Ok::<_, StoreError>(mine)
@@ -501,45 +539,119 @@ async fn claims_are_exclusive(store: Arc<dyn Queue>) {
         claimed.extend(worker.await.unwrap().unwrap());
     }
     assert_eq!(claimed.len(), 30, "{claimed:?}");
-    assert_eq!(claimed.iter().cloned().collect::<HashSet<_>>(), queued);
+    assert_eq!(claimed.iter().cloned().collect::<HashSet<_>>(), expected);
     for run_id in &claimed {
         assert_eq!(store.run(run_id).await.unwrap().unwrap().state, RunState::Running);
     }
-    assert_eq!(store.claim_queued("w0", lease).await.unwrap(), None);
+    assert_eq!(store.claim_next(&w0).await.unwrap(), None);
+    assert_eq!(store.queue_depth().await.unwrap(), 1, "the local run stays queued for `runs resume`");
     assert_eq!(store.list(&RunFilter { state: Some(RunState::Running), limit: Some(100) }).await.unwrap().len(), 31);
 }
 
-/// Leases: a heartbeat renews only the holder's lease; expired leases go back to the queue (runs
-/// without a lease and finished runs are left alone), and the old holder learns it lost the run.
-async fn expired_leases_are_requeued(store: Arc<dyn Queue>) {
-    for id in ["long", "done", "short"] {
-        store.insert_run(id, &json!({"prompt": id}), RunState::Queued).await.unwrap();
+/// Leases: renewing keeps a run; a run whose lease expired is taken over by the next claim (and
+/// by an explicit claim), a live one never — unless forced; the old holder's writes are refused
+/// from then on, and its renewal no longer names the run.
+async fn expired_leases_are_taken_over(store: Arc<dyn Store>) {
+    let short = Lease { worker_id: "w1", ttl: Duration::from_millis(150) };
+    for id in ["long", "short", "done"] {
+        store.insert_run(&queued(id, &json!({"prompt": id}))).await.unwrap();
     }
-    store.insert_run("local", &json!({"prompt": "local"}), RunState::Running).await.unwrap();
-    let long = Duration::from_secs(600);
-    assert_eq!(store.claim_queued("w2", long).await.unwrap().as_deref(), Some("long"));
-    assert_eq!(store.claim_queued("w3", long).await.unwrap().as_deref(), Some("done"));
-    store.finish_run(&result("done", RunStatus::Succeeded, vec![attempt(1, 1.0, Some(json!(1)))])).await.unwrap();
-    assert!(store.heartbeat("long", "w2", long).await.unwrap());
-    assert_eq!(store.requeue_expired().await.unwrap(), 0, "nothing has expired");
+    assert_eq!(store.claim_run("long", &lease("w2"), false).await.unwrap(), Claim::Claimed { takeover: false });
+    assert_eq!(store.claim_run("short", &short, false).await.unwrap(), Claim::Claimed { takeover: false });
+    assert_eq!(store.claim_run("done", &lease("w3"), false).await.unwrap(), Claim::Claimed { takeover: false });
+    store.finish_run(&result("done", RunStatus::Succeeded, vec![attempt(1, 1.0, Some(json!(1)))]), "w3").await.unwrap();
+    assert_eq!(store.claim_run("done", &lease("w4"), false).await.unwrap(), Claim::Finished(RunState::Succeeded));
 
-    assert_eq!(store.claim_queued("w1", Duration::from_millis(20)).await.unwrap().as_deref(), Some("short"));
-    assert!(!store.heartbeat("short", "w2", long).await.unwrap(), "w2 does not hold `short`");
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(store.requeue_expired().await.unwrap(), 1);
-    assert_eq!(store.run("short").await.unwrap().unwrap().state, RunState::Queued);
-    assert_eq!(store.run("long").await.unwrap().unwrap().state, RunState::Running);
-    assert_eq!(store.run("local").await.unwrap().unwrap().state, RunState::Running);
-    assert_eq!(store.run("done").await.unwrap().unwrap().state, RunState::Succeeded);
-    assert_eq!(store.unfinished().await.unwrap(), ["long", "short", "local"]);
+    // A live lease is never taken: the claimer is told who holds it, and until when.
+    match store.claim_run("long", &lease("w4"), false).await.unwrap() {
+        Claim::Held(holder) => {
+            assert_eq!(holder.worker_id, "w2");
+            assert!(holder.lease_until_ms > now_ms() + 500_000, "{holder:?}");
+        }
+        other => panic!("a live lease was taken: {other:?}"),
+    }
+    let renewal = store.renew(&lease("w2"), &["long".to_owned(), "short".to_owned()]).await.unwrap();
+    assert_eq!(renewal.held, ["long"], "w2 does not hold `short`");
+    assert!(renewal.cancel.is_empty());
 
-    // The old holder learns it lost the run; another worker picks it up.
-    assert!(!store.heartbeat("short", "w1", long).await.unwrap());
-    assert_eq!(store.claim_queued("w4", long).await.unwrap().as_deref(), Some("short"));
-    assert!(store.heartbeat("short", "w4", long).await.unwrap());
-    assert_eq!(store.requeue_expired().await.unwrap(), 0);
-    assert_eq!(store.claim_queued("w5", long).await.unwrap(), None);
+    // w1 stops renewing `short`: once its lease has run out, the next claim takes it over.
+    store.save_attempt("short", "w1", &attempt(1, 0.2, Some(json!(1)))).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let taken = loop {
+        if let Some(claimed) = store.claim_next(&lease("w4")).await.unwrap() {
+            break claimed;
+        }
+        assert!(std::time::Instant::now() < deadline, "the expired lease was never taken over");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!((taken.run_id.as_str(), taken.takeover), ("short", true));
+    let stored = store.run("short").await.unwrap().unwrap();
+    assert_eq!((stored.state, stored.attempts.len()), (RunState::Running, 1), "the recorded attempt is kept");
+    assert_eq!(stored.holder.unwrap().worker_id, "w4");
+
+    // The old holder is fenced off: its writes are refused, its renewal no longer names the run.
+    let lost = store.save_attempt("short", "w1", &attempt(2, 0.9, Some(json!(2)))).await.unwrap_err();
+    assert!(
+        matches!(&lost, StoreError::LeaseLost { run_id, worker_id } if run_id == "short" && worker_id == "w1"),
+        "{lost:?}"
+    );
+    let lost = store.finish_run(&result("short", RunStatus::Succeeded, Vec::new()), "w1").await.unwrap_err();
+    assert!(matches!(lost, StoreError::LeaseLost { .. }), "{lost:?}");
+    assert!(store.renew(&short, &["short".to_owned()]).await.unwrap().held.is_empty());
+    assert!(!store.release("short", "w1").await.unwrap());
+    assert_eq!(store.run("short").await.unwrap().unwrap().attempts.len(), 1);
+    store.save_attempt("short", "w4", &attempt(2, 0.9, Some(json!(2)))).await.unwrap();
+
+    // Forcing breaks a live lease (its holder is known to be dead).
+    assert_eq!(store.claim_run("long", &lease("w5"), true).await.unwrap(), Claim::Claimed { takeover: true });
+    assert!(store.renew(&lease("w2"), &["long".to_owned()]).await.unwrap().held.is_empty());
+    assert_eq!(store.claim_next(&lease("w6")).await.unwrap(), None);
 }
+
+/// Cancel requests reach the holder on its next renewal; a queued run can be withdrawn until a
+/// worker claims it; a full queue refuses new queued runs but never runs started at once.
+async fn cancel_withdraw_and_a_full_queue(store: Arc<dyn Store>) {
+    store.insert_run(&held("r", &json!({"prompt": "p"}))).await.unwrap();
+    assert_eq!(store.request_cancel("r").await.unwrap(), RunState::Running);
+    let renewal = store.renew(&lease(W), &["r".to_owned()]).await.unwrap();
+    assert_eq!((renewal.held, renewal.cancel), (vec!["r".to_owned()], vec!["r".to_owned()]));
+    store.finish_run(&result("r", RunStatus::Failed, Vec::new()), W).await.unwrap();
+    assert_eq!(store.request_cancel("r").await.unwrap(), RunState::Failed);
+
+    let bounded = |id: &'static str| NewRun { max_queued: Some(2), ..queued(id, &SPEC) };
+    store.insert_run(&bounded("q1")).await.unwrap();
+    store.insert_run(&bounded("q2")).await.unwrap();
+    let full = store.insert_run(&bounded("q3")).await.unwrap_err();
+    assert!(matches!(full, StoreError::QueueFull { queued: 2 }), "{full:?}");
+    assert!(store.run("q3").await.unwrap().is_none(), "a refused run is not stored");
+    store.insert_run(&NewRun { max_queued: Some(2), ..held("now", &SPEC) }).await.unwrap();
+
+    assert!(store.withdraw("q1").await.unwrap());
+    assert!(store.run("q1").await.unwrap().is_none());
+    store.claim_run("q2", &lease(W), false).await.unwrap();
+    assert!(!store.withdraw("q2").await.unwrap(), "a claimed run is not withdrawn");
+    assert!(!store.withdraw("now").await.unwrap());
+    assert_eq!(store.queue_depth().await.unwrap(), 0);
+}
+
+/// Each attempt's own start and end times read back as written, after the run finished.
+async fn attempt_times_are_kept(store: Arc<dyn Store>) {
+    store.insert_run(&held("t", &json!({"prompt": "p"}))).await.unwrap();
+    let history = vec![attempt(1, 0.5, Some(json!(1))), attempt(2, 1.0, Some(json!(2)))];
+    store.save_attempt("t", W, &history[0]).await.unwrap();
+    store.finish_run(&result("t", RunStatus::Succeeded, history), W).await.unwrap();
+    let stored = store.run("t").await.unwrap().unwrap();
+    let times: Vec<_> = stored.attempts.iter().map(|a| (a.started_at.clone(), a.finished_at.clone())).collect();
+    assert_eq!(
+        times,
+        [
+            (Some("2026-11-24T09:00:01.000Z".into()), Some("2026-11-24T09:00:01.900Z".into())),
+            (Some("2026-11-24T09:00:02.000Z".into()), Some("2026-11-24T09:00:02.900Z".into())),
+        ]
+    );
+}
+
+static SPEC: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| json!({"prompt": "p"}));
 
 // ---------------------------------------------------------------------------------------------
 // SQLite only
@@ -556,13 +668,13 @@ mod sqlite_only {
         let finished = result("done", RunStatus::Succeeded, history.clone());
         {
             let store = SqliteStore::open(path.to_str().unwrap()).await.unwrap();
-            store.insert_run("done", &spec("p"), RunState::Running).await.unwrap();
+            store.insert_run(&held("done", &spec("p"))).await.unwrap();
             for a in &history {
-                store.save_attempt("done", a).await.unwrap();
+                store.save_attempt("done", W, a).await.unwrap();
             }
-            store.finish_run(&finished).await.unwrap();
-            store.insert_run("interrupted", &spec("q"), RunState::Running).await.unwrap();
-            store.save_attempt("interrupted", &history[0]).await.unwrap();
+            store.finish_run(&finished, W).await.unwrap();
+            store.insert_run(&held("interrupted", &spec("q"))).await.unwrap();
+            store.save_attempt("interrupted", W, &history[0]).await.unwrap();
             store.close().await;
         }
         assert!(path.is_file(), "the file and its parent directories were created");
@@ -582,11 +694,11 @@ mod sqlite_only {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("redraft.db");
         let store = SqliteStore::open(path.to_str().unwrap()).await.unwrap();
-        store.insert_run("big", &spec("p"), RunState::Running).await.unwrap();
+        store.insert_run(&held("big", &spec("p"))).await.unwrap();
         let raw = "a long answer. ".repeat(200_000); // 3 MB
         let history = vec![text_attempt(1, &raw, 1.0)];
-        store.save_attempt("big", &history[0]).await.unwrap();
-        store.finish_run(&result("big", RunStatus::Succeeded, history.clone())).await.unwrap();
+        store.save_attempt("big", W, &history[0]).await.unwrap();
+        store.finish_run(&result("big", RunStatus::Succeeded, history.clone()), W).await.unwrap();
 
         let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display())).await.unwrap();
         let stored: i64 = sqlx::query_scalar(
@@ -609,7 +721,7 @@ mod sqlite_only {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("redraft.db");
         let store = SqliteStore::open(path.to_str().unwrap()).await.unwrap();
-        store.insert_run("old", &spec("p"), RunState::Running).await.unwrap();
+        store.insert_run(&held("old", &spec("p"))).await.unwrap();
         let history = vec![text_attempt(1, "an old answer", 1.0)];
         let finished = result("old", RunStatus::Succeeded, history.clone());
         let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display())).await.unwrap();
@@ -632,6 +744,29 @@ mod sqlite_only {
         assert_eq!(back.result, Some(finished));
     }
 
+    /// An attempt's `recorded_at` is when it was saved: writing the run's result later keeps it.
+    #[tokio::test]
+    async fn recorded_at_is_when_the_attempt_was_saved() {
+        use sqlx::Connection;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("redraft.db");
+        let store = SqliteStore::open(path.to_str().unwrap()).await.unwrap();
+        store.insert_run(&held("t", &json!({"prompt": "p"}))).await.unwrap();
+        let history = vec![attempt(1, 0.5, Some(json!(1))), attempt(2, 1.0, Some(json!(2)))];
+        store.save_attempt("t", W, &history[0]).await.unwrap();
+        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display())).await.unwrap();
+        const TIMES: &str = "SELECT recorded_at FROM attempts WHERE run_id = 't' ORDER BY iteration";
+        let saved: Vec<i64> = sqlx::query_scalar(TIMES).fetch_all(&mut conn).await.unwrap();
+        // Wait for the clock to move on, so that a rewrite would show.
+        while now_ms() <= saved[0] + 5 {
+            tokio::task::yield_now().await;
+        }
+        store.finish_run(&result("t", RunStatus::Succeeded, history), W).await.unwrap();
+        let after: Vec<i64> = sqlx::query_scalar(TIMES).fetch_all(&mut conn).await.unwrap();
+        assert_eq!(after[0], saved[0], "attempt 1 keeps the time it was saved");
+        assert!(after[1] > saved[0], "attempt 2 was first recorded with the result: {after:?}");
+    }
+
     /// The file is in WAL mode with foreign keys enforced.
     #[tokio::test]
     async fn the_file_is_in_wal_mode() {
@@ -639,7 +774,7 @@ mod sqlite_only {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("redraft.db");
         let store = SqliteStore::open(path.to_str().unwrap()).await.unwrap();
-        store.insert_run("r", &json!({"prompt": "p"}), RunState::Running).await.unwrap();
+        store.insert_run(&held("r", &json!({"prompt": "p"}))).await.unwrap();
         let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display())).await.unwrap();
         let mode: String = sqlx::query_scalar("PRAGMA journal_mode").fetch_one(&mut conn).await.unwrap();
         assert_eq!(mode, "wal");
@@ -655,19 +790,19 @@ mod sqlite_only {
     /// `:memory:` works with concurrent writers (one connection, so one database).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_memory_store_is_one_database() {
-        let store: Arc<dyn Queue> = redraft_store::open_queue(":memory:").await.unwrap();
-        store.insert_run("m", &spec("p"), RunState::Queued).await.unwrap();
+        let store: Arc<dyn Store> = redraft_store::open(":memory:").await.unwrap();
+        store.insert_run(&queued("m", &spec("p"))).await.unwrap();
+        assert_eq!(store.claim_next(&lease(W)).await.unwrap().map(|c| c.run_id).as_deref(), Some("m"));
         let tasks: Vec<_> = (1..=10)
             .map(|i| {
                 let store = store.clone();
-                tokio::spawn(async move { store.save_attempt("m", &attempt(i, 0.1, Some(json!(i)))).await })
+                tokio::spawn(async move { store.save_attempt("m", W, &attempt(i, 0.1, Some(json!(i)))).await })
             })
             .collect();
         for task in tasks {
             task.await.unwrap().unwrap();
         }
         assert_eq!(store.run("m").await.unwrap().unwrap().attempts.len(), 10);
-        assert_eq!(store.claim_queued("w", Duration::from_secs(1)).await.unwrap().as_deref(), Some("m"));
         let other = SqliteStore::open("sqlite::memory:").await.unwrap();
         assert!(other.run("m").await.unwrap().is_none(), "each memory store is its own database");
     }
@@ -685,9 +820,9 @@ mod sqlite_only {
                 let store = if r % 2 == 0 { first.clone() } else { second.clone() };
                 tokio::spawn(async move {
                     let run_id = format!("s{r}");
-                    store.insert_run(&run_id, &spec("p"), RunState::Running).await?;
+                    store.insert_run(&held(&run_id, &spec("p"))).await?;
                     for i in 1..=5 {
-                        store.save_attempt(&run_id, &attempt(i, 0.5, Some(json!(i)))).await?;
+                        store.save_attempt(&run_id, W, &attempt(i, 0.5, Some(json!(i)))).await?;
                     }
                     Ok::<_, StoreError>(())
                 })
@@ -729,4 +864,9 @@ async fn an_unreachable_postgres_is_an_open_error_without_its_password() {
     assert!(matches!(err, StoreError::Open { .. }), "{err:?}");
     assert!(text.starts_with("cannot open the store `postgres://app:***@127.0.0.1:1/app`: "), "{text}");
     assert!(!text.contains("s3cret"), "{text}");
+}
+
+fn now_ms() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    i64::try_from(since.as_millis()).unwrap()
 }

@@ -100,3 +100,25 @@ pub fn last_user_message(body: &Value) -> String {
         .unwrap_or_default()
         .to_owned()
 }
+
+/// Whether `text` is a time as redraft writes them: RFC 3339 in UTC with milliseconds
+/// (`2026-11-24T09:15:03.120Z`).
+pub fn is_utc_time(text: &str) -> bool {
+    let b = text.as_bytes();
+    let digits = |r: std::ops::Range<usize>| r.clone().all(|i| b.get(i).is_some_and(u8::is_ascii_digit));
+    b.len() == 24
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10)
+        && b[10] == b'T'
+        && digits(11..13)
+        && b[13] == b':'
+        && digits(14..16)
+        && b[16] == b':'
+        && digits(17..19)
+        && b[19] == b'.'
+        && digits(20..23)
+        && b[23] == b'Z'
+}

@@ -58,6 +58,53 @@ pub struct Config {
     pub sandboxes: BTreeMap<String, Sandbox>,
     /// `redraft serve`: address, tokens, limits, ceilings and the `exec:` allow-list (`[server]`).
     pub server: ServerConfig,
+    /// The queue of runs shared by `serve` and `worker` processes: leases, bounds, waits
+    /// (`[queue]`).
+    pub queue: QueueConfig,
+}
+
+/// `[queue]`: how `serve` and `worker` processes share the stored runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QueueConfig {
+    /// How long a worker's claim on a run lasts without renewal. A run whose worker died is
+    /// taken over by another this long after its last renewal. By default, 30 s.
+    #[serde(with = "serde_human")]
+    pub lease: Duration,
+    /// How often a worker renews its leases and sees cancel requests. By default, 2 s (at most
+    /// a third of `lease`).
+    #[serde(with = "serde_human")]
+    pub heartbeat: Duration,
+    /// How often an idle worker looks for queued runs (a run accepted by the same process is
+    /// started at once). By default, 1 s.
+    #[serde(with = "serde_human")]
+    pub poll: Duration,
+    /// Runs that may wait in the queue; beyond it new runs are refused with 503 and
+    /// `Retry-After`. By default, 10000.
+    pub max_queued_runs: u64,
+    /// How long `POST /v1/iterate` and the proxy wait for a queued run to start before giving
+    /// up on it (it is withdrawn, never run) with 503. By default, 60 s.
+    #[serde(with = "serde_human")]
+    pub max_wait: Duration,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        Self {
+            lease: Duration::from_secs(30),
+            heartbeat: Duration::from_secs(2),
+            poll: Duration::from_secs(1),
+            max_queued_runs: 10_000,
+            max_wait: Duration::from_secs(60),
+        }
+    }
+}
+
+impl QueueConfig {
+    /// The heartbeat actually used: at most a third of the lease, at least 10 ms.
+    pub fn heartbeat(&self) -> Duration {
+        self.heartbeat.min(self.lease / 3).max(Duration::from_millis(10))
+    }
 }
 
 /// `[server]`: what `redraft serve` (and the other network faces) allow.
@@ -71,14 +118,14 @@ pub struct ServerConfig {
     pub tokens_env: String,
     /// The largest request body, in bytes (413 beyond it). By default, 1 MiB.
     pub max_body_bytes: usize,
-    /// Runs in flight at once (503 with `Retry-After` beyond it). By default, 8.
+    /// Runs this server executes at once (its worker's slots); more wait in the queue. By
+    /// default, 64.
     pub max_concurrent_runs: usize,
-    /// On SIGTERM or Ctrl-C, how long runs in flight may take to finish before the server
-    /// exits (unfinished runs stay `running` and are resumed on the next start). By default, 30 s.
+    /// On SIGTERM or Ctrl-C, how long runs in flight may take to finish before the process
+    /// exits; runs still unfinished then go back to the queue (another worker, or the next
+    /// start, resumes them from their last recorded attempt). By default, 30 s.
     #[serde(with = "serde_human")]
     pub grace_period: Duration,
-    /// Resume, on start, the runs a crash left `running`. By default, true.
-    pub resume_unfinished: bool,
     /// `exec:` commands a request may name, compared word by word (`*` is one plain argument,
     /// a final `**` any number; shell syntax only in an entry identical to the request). By
     /// default, none.
@@ -108,9 +155,8 @@ impl Default for ServerConfig {
             addr: "127.0.0.1:8080".into(),
             tokens_env: "REDRAFT_TOKENS".into(),
             max_body_bytes: 1024 * 1024,
-            max_concurrent_runs: 8,
+            max_concurrent_runs: 64,
             grace_period: Duration::from_secs(30),
-            resume_unfinished: true,
             exec_allow: Vec::new(),
             http_allow: Vec::new(),
             command_providers: Vec::new(),
@@ -140,6 +186,7 @@ impl Default for Config {
             decide: DecideSettings::default(),
             sandboxes: BTreeMap::new(),
             server: ServerConfig::default(),
+            queue: QueueConfig::default(),
         }
     }
 }
@@ -177,7 +224,9 @@ const ENV_KEYS: &[(&str, &[&str])] = &[
     ("max_body_bytes", &["server", "max_body_bytes"]),
     ("max_concurrent_runs", &["server", "max_concurrent_runs"]),
     ("grace_period", &["server", "grace_period"]),
-    ("resume_unfinished", &["server", "resume_unfinished"]),
+    ("lease", &["queue", "lease"]),
+    ("max_queued_runs", &["queue", "max_queued_runs"]),
+    ("max_wait", &["queue", "max_wait"]),
 ];
 
 /// `REDRAFT_*` variables that are not config keys (the config path; what agents are given; the

@@ -53,6 +53,11 @@ pub enum ConfigError {
     Sandbox(#[from] redraft_sandbox::SandboxError),
     #[error(transparent)]
     Store(#[from] redraft_core::StoreError),
+    #[error(
+        "run `{run_id}` is being run by worker `{worker_id}` (its lease runs {lease_left} more); resuming it too would pay for its attempts twice
+hint: wait for it, or pass `--force` if that process is known to be dead"
+    )]
+    RunHeld { run_id: String, worker_id: String, lease_left: String },
 }
 
 /// Typed extraction did not produce a value.

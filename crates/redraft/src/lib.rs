@@ -70,11 +70,13 @@
 //! ```
 
 pub mod check;
+pub mod clock;
 pub mod config;
 pub mod error;
 pub mod evaluators;
 pub mod guard;
 pub mod model;
+pub mod queue;
 pub mod recorder;
 pub mod runner;
 pub mod spec;

@@ -1,38 +1,50 @@
 //! Runs recorded as they happen: a [`Recorder`] writes every attempt to the store when it is
-//! made, and [`start`]/[`resume`] are the one way every face begins or continues a stored run.
+//! made, as the worker holding the run. [`start`], [`run_held`], [`run_claimed`] and
+//! [`resume`] are the one way every face begins or continues a stored run.
 
 use std::sync::Arc;
 
-use redraft_core::{AttemptRecord, RunObserver, RunResult, RunState, Store};
+use redraft_core::{AttemptRecord, Claim, NewRun, RunObserver, RunResult, Store, StoreError};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ConfigError;
+use crate::queue::Worker;
 use crate::runner::{RunOptions, new_run_id};
 use crate::spec::{RunSpec, SpecSetup};
 
-/// Writes each attempt and the result to a store as the run happens.
+/// Writes each attempt and the result to a store as the run happens, as the worker holding the
+/// run: once another worker has taken the run over, its writes are refused and nothing is
+/// recorded twice.
 #[derive(Debug, Clone)]
 pub struct Recorder {
     store: Arc<dyn Store>,
+    worker_id: String,
 }
 
 impl Recorder {
-    pub fn new(store: Arc<dyn Store>) -> Self {
-        Self { store }
+    pub fn new(store: Arc<dyn Store>, worker_id: impl Into<String>) -> Self {
+        Self { store, worker_id: worker_id.into() }
+    }
+
+    fn report(run_id: &str, what: &str, e: &StoreError) {
+        match e {
+            StoreError::LeaseLost { .. } => tracing::warn!(%run_id, "{what} not recorded: {e}"),
+            _ => tracing::error!(%run_id, "cannot record {what}: {e}"),
+        }
     }
 }
 
 #[async_trait::async_trait]
 impl RunObserver for Recorder {
     async fn attempt_finished(&self, run_id: &str, attempt: &AttemptRecord) {
-        if let Err(e) = self.store.save_attempt(run_id, attempt).await {
-            tracing::error!(%run_id, iteration = attempt.iteration, "cannot record the attempt: {e}");
+        if let Err(e) = self.store.save_attempt(run_id, &self.worker_id, attempt).await {
+            Self::report(run_id, &format!("attempt {}", attempt.iteration), &e);
         }
     }
 
     async fn run_finished(&self, result: &RunResult) {
-        if let Err(e) = self.store.finish_run(result).await {
-            tracing::error!(run_id = %result.run_id, "cannot record the result: {e}");
+        if let Err(e) = self.store.finish_run(result, &self.worker_id).await {
+            Self::report(&result.run_id, "the result", &e);
         }
     }
 }
@@ -46,57 +58,164 @@ pub struct Start {
     pub cancel: CancellationToken,
 }
 
-/// Check `spec`, record it in `store` (when given) and run it to the end. Everything that can
-/// be wrong with the spec is reported before the run is recorded or a model is called.
+/// Check `spec`, record it (when a worker is given: stored as running, held by that worker,
+/// which renews its lease while it runs) and run it to the end. Everything that can be wrong
+/// with the spec is reported before the run is recorded or a model is called.
 pub async fn start(
     spec: &RunSpec,
     setup: &SpecSetup<'_>,
-    store: Option<Arc<dyn Store>>,
-    how: Start,
+    worker: Option<&Arc<Worker>>,
+    mut how: Start,
 ) -> Result<RunResult, ConfigError> {
-    let (mut builder, task) = spec.prepare(setup)?;
-    for o in how.observers {
-        builder = builder.observer(o);
-    }
-    let run_id = how.run_id.unwrap_or_else(new_run_id);
-    if let Some(store) = &store {
-        builder = builder.observer(Arc::new(Recorder::new(store.clone())));
-        let value = serde_json::to_value(spec)
-            .map_err(|e| ConfigError::Invalid { key: "spec".into(), message: e.to_string() })?;
-        let runner = builder.build()?;
-        store.insert_run(&run_id, &value, RunState::Running).await?;
-        return runner
+    let run_id = how.run_id.get_or_insert_with(new_run_id).clone();
+    let Some(worker) = worker else {
+        let (builder, task) = prepare(spec, setup, how.observers, None)?;
+        return builder
+            .build()?
             .run_with(task, RunOptions { run_id: Some(run_id), cancel: how.cancel, restore: Vec::new() })
             .await;
-    }
-    builder.build()?.run_with(task, RunOptions { run_id: Some(run_id), cancel: how.cancel, restore: Vec::new() }).await
+    };
+    // Check everything before the run is stored.
+    prepare(spec, setup, Vec::new(), None)?.0.build()?;
+    let value =
+        serde_json::to_value(spec).map_err(|e| ConfigError::Invalid { key: "spec".into(), message: e.to_string() })?;
+    let new = NewRun { run_id: &run_id, spec: &value, holder: Some(worker.lease()), max_queued: None, local: true };
+    worker.store().insert_run(&new).await?;
+    let _hold = worker.hold(&run_id, how.cancel.clone());
+    run_held(spec, setup, worker, how).await
 }
 
-/// Continue a stored run from its last finished attempt, with the same spec (task, policy,
-/// evaluators) and the feedback history rebuilt from the recorded attempts.
-pub async fn resume(
-    run_id: &str,
+/// Run `spec` as run `how.run_id`, already stored and held by `worker` (which watches it).
+pub async fn run_held(
+    spec: &RunSpec,
     setup: &SpecSetup<'_>,
-    store: Arc<dyn Store>,
+    worker: &Arc<Worker>,
     how: Start,
 ) -> Result<RunResult, ConfigError> {
-    let stored =
-        store.run(run_id).await?.ok_or_else(|| redraft_core::StoreError::NotFound { run_id: run_id.to_owned() })?;
+    let run_id = how.run_id.clone().unwrap_or_else(new_run_id);
+    let recorder = Recorder::new(worker.store().clone(), worker.id());
+    let (builder, task) = match prepare(spec, setup, how.observers, Some(recorder)) {
+        Ok(prepared) => prepared,
+        Err(e) => return Err(fail_unrunnable(worker, &run_id, Vec::new(), e).await),
+    };
+    let runner = match builder.build() {
+        Ok(runner) => runner,
+        Err(e) => return Err(fail_unrunnable(worker, &run_id, Vec::new(), e).await),
+    };
+    runner.run_with(task, RunOptions { run_id: Some(run_id), cancel: how.cancel, restore: Vec::new() }).await
+}
+
+/// Continue run `how.run_id`, which `worker` has just claimed, from its last recorded attempt:
+/// the same spec (task, policy, evaluators), the feedback history rebuilt from the recorded
+/// attempts. A run that had already halted returns its stored result.
+pub async fn run_claimed(
+    run_id: &str,
+    setup: &SpecSetup<'_>,
+    worker: &Arc<Worker>,
+    how: Start,
+) -> Result<RunResult, ConfigError> {
+    let store = worker.store();
+    let stored = store.run(run_id).await?.ok_or_else(|| StoreError::NotFound { run_id: run_id.to_owned() })?;
     if let Some(result) = stored.result.filter(|_| stored.state.is_finished()) {
         return Ok(result);
     }
-    let spec: RunSpec = serde_json::from_value(stored.spec).map_err(|e| ConfigError::Invalid {
-        key: "spec".into(),
-        message: format!("the stored spec of run `{run_id}` cannot be read: {e}"),
-    })?;
-    let (mut builder, task) = spec.prepare(setup)?;
-    for o in how.observers {
-        builder = builder.observer(o);
-    }
-    builder = builder.observer(Arc::new(Recorder::new(store.clone())));
-    let runner = builder.build()?;
-    store.set_state(run_id, RunState::Running).await?;
+    let spec: RunSpec = match serde_json::from_value(stored.spec) {
+        Ok(spec) => spec,
+        Err(e) => {
+            let error = ConfigError::Invalid {
+                key: "spec".into(),
+                message: format!("the stored spec of run `{run_id}` cannot be read: {e}"),
+            };
+            return Err(fail_unrunnable(worker, run_id, stored.attempts, error).await);
+        }
+    };
+    let recorder = Recorder::new(store.clone(), worker.id());
+    let prepared = prepare(&spec, setup, how.observers, Some(recorder)).and_then(|(b, task)| Ok((b.build()?, task)));
+    let (runner, task) = match prepared {
+        Ok(prepared) => prepared,
+        Err(e) => return Err(fail_unrunnable(worker, run_id, stored.attempts, e).await),
+    };
     runner
         .run_with(task, RunOptions { run_id: Some(run_id.to_owned()), cancel: how.cancel, restore: stored.attempts })
         .await
+}
+
+/// Continue a stored run from its last recorded attempt (`redraft runs resume`): claimed for
+/// `worker` first, which is refused while another worker holds a live lease on it — unless
+/// `force` (its holder is known to be dead).
+pub async fn resume(
+    run_id: &str,
+    setup: &SpecSetup<'_>,
+    worker: &Arc<Worker>,
+    how: Start,
+    force: bool,
+) -> Result<RunResult, ConfigError> {
+    match worker.store().claim_run(run_id, &worker.lease(), force).await? {
+        Claim::Held(holder) => {
+            let left_ms = holder.lease_until_ms.saturating_sub(crate::clock::now_ms()).max(0);
+            return Err(ConfigError::RunHeld {
+                run_id: run_id.to_owned(),
+                worker_id: holder.worker_id,
+                lease_left: redraft_core::duration::format(std::time::Duration::from_millis(
+                    u64::try_from(left_ms).unwrap_or(0),
+                )),
+            });
+        }
+        Claim::Finished(_) | Claim::Claimed { .. } => {}
+    }
+    let _hold = worker.hold(run_id, how.cancel.clone());
+    run_claimed(run_id, setup, worker, Start { run_id: Some(run_id.to_owned()), ..how }).await
+}
+
+/// The spec's runner builder (with `observers` and the recorder) and task.
+fn prepare(
+    spec: &RunSpec,
+    setup: &SpecSetup<'_>,
+    observers: Vec<Arc<dyn RunObserver>>,
+    recorder: Option<Recorder>,
+) -> Result<(crate::RunnerBuilder, redraft_core::Task), ConfigError> {
+    let (mut builder, task) = spec.prepare(setup)?;
+    for o in observers {
+        builder = builder.observer(o);
+    }
+    if let Some(recorder) = recorder {
+        builder = builder.observer(Arc::new(recorder));
+    }
+    Ok((builder, task))
+}
+
+/// A stored run that cannot be set up here (its spec no longer passes this process's config,
+/// or cannot be read) halts as failed, with the reason as its error — rather than going back to
+/// the queue to fail again on every worker. The error is returned for the caller to report.
+async fn fail_unrunnable(
+    worker: &Arc<Worker>,
+    run_id: &str,
+    history: Vec<AttemptRecord>,
+    error: ConfigError,
+) -> ConfigError {
+    let result = unrunnable_result(run_id, history, &error);
+    if let Err(e) = worker.store().finish_run(&result, worker.id()).await {
+        Recorder::report(run_id, "the result", &e);
+    }
+    error
+}
+
+fn unrunnable_result(run_id: &str, history: Vec<AttemptRecord>, error: &ConfigError) -> RunResult {
+    use redraft_core::record::{Metrics, RunErrorReport, RunStatus, Validation};
+    RunResult {
+        run_id: run_id.to_owned(),
+        status: RunStatus::Failed,
+        halted_because: redraft_core::HaltReason::ProviderError,
+        artifact: None,
+        validation: Validation { score: redraft_core::Score::ZERO, passed: false, issues: Vec::new() },
+        iterations: u32::try_from(history.len()).unwrap_or(u32::MAX),
+        best_iteration: None,
+        best_score: None,
+        best_ref: None,
+        artifact_sha256: None,
+        metrics: Metrics::default(),
+        history,
+        escalation: None,
+        error: Some(RunErrorReport { code: "cannot_run".into(), message: error.to_string() }),
+    }
 }

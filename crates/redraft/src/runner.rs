@@ -336,6 +336,7 @@ impl Runner {
                 o.attempt_started(&run_id, iteration).await;
             }
             let t0 = Instant::now();
+            let started_at = crate::clock::now_rfc3339();
             let provider = self.proposers.get(proposer).or(self.proposers.first()).cloned();
             let attempt = self
                 .attempt(provider, &engine, iteration, &request, &context, deadline)
@@ -360,7 +361,15 @@ impl Runner {
                 },
             };
             let wall_ms = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
-            let outcome = AttemptOutcome { iteration, request_chars: request.chars(), wall_ms, end };
+            let finished_at = Some(crate::clock::now_rfc3339());
+            let outcome = AttemptOutcome {
+                iteration,
+                request_chars: request.chars(),
+                wall_ms,
+                started_at: Some(started_at),
+                finished_at,
+                end,
+            };
             if let Some(record) = engine.settle(outcome) {
                 info!(
                     iteration,

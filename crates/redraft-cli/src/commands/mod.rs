@@ -9,6 +9,7 @@ pub mod run;
 pub mod runs;
 pub mod serve;
 pub mod validate;
+pub mod worker;
 
 /// How a command ended, beyond usage errors (which are `Err` and exit 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

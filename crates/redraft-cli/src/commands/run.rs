@@ -7,6 +7,7 @@ use anyhow::{Result, anyhow};
 use redraft::config::Config;
 use redraft::core::{Directive, duration};
 use redraft::eval::kind::Kinds;
+use redraft::queue::Worker;
 use redraft::recorder::{self, Start};
 use redraft::spec::Directives;
 use redraft::{PromptStyle, RunSpec, SpecSetup};
@@ -40,8 +41,11 @@ pub async fn run(args: RunArgs, config_path: Option<&std::path::Path>) -> Result
             on_ctrl_c.cancel();
         }
     });
-    let store = if args.no_store { None } else { Some(redraft::store::open(&config).await?) };
-    let result = recorder::start(&spec, &setup, store, how).await?;
+    // Recorded under a lease this process renews while it runs: `runs resume` elsewhere refuses
+    // the run until the lease expires (this process died).
+    let worker =
+        if args.no_store { None } else { Some(Worker::start(redraft::store::open(&config).await?, &config.queue)) };
+    let result = recorder::start(&spec, &setup, worker.as_ref(), how).await?;
 
     report(&result, args.json, args.text)
 }

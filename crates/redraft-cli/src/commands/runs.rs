@@ -8,6 +8,7 @@ use anyhow::{Result, anyhow};
 use redraft::SpecSetup;
 use redraft::config::Config;
 use redraft::core::{RunFilter, RunState};
+use redraft::queue::Worker;
 use redraft::recorder::{self, Start};
 
 use super::Outcome;
@@ -78,7 +79,7 @@ pub async fn run(which: RunsCommand, config_path: Option<&Path>) -> Result<Outco
             }
             Ok(Outcome::Success)
         }
-        RunsCommand::Resume { run_id, json, kinds } => {
+        RunsCommand::Resume { run_id, json, kinds, force } => {
             drop(stdout);
             let cwd = std::env::current_dir().map_err(|e| anyhow!("cannot read the current directory: {e}"))?;
             let mut setup = SpecSetup::local(&config, cwd);
@@ -89,7 +90,8 @@ pub async fn run(which: RunsCommand, config_path: Option<&Path>) -> Result<Outco
             if std::io::stderr().is_terminal() {
                 how.observers.push(Arc::new(ProgressLines { max_iterations: config.policy.max_iterations }));
             }
-            let result = recorder::resume(&run_id, &setup, store, how).await?;
+            let worker = Worker::start(store, &config.queue);
+            let result = recorder::resume(&run_id, &setup, &worker, how, force).await?;
             report(&result, json, false)
         }
     }

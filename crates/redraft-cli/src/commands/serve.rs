@@ -14,6 +14,9 @@ pub async fn run(args: ServeArgs, config_path: Option<&Path>) -> Result<Outcome>
     if let Some(dir) = args.kinds {
         config.kinds_dir = dir;
     }
+    if args.no_worker {
+        config.server.max_concurrent_runs = 0;
+    }
     let tokens = tokens_from_env(&config.server.tokens_env);
     let server = Server::bind(config, args.addr.as_deref(), tokens).await?;
     eprintln!("redraft: listening on http://{}", server.local_addr()?);

@@ -378,29 +378,7 @@ fn default_task(prompt: &str) -> String {
     if slug.is_empty() {
         slug.push_str("task");
     }
-    format!("{slug}-{}", today())
-}
-
-/// Today's date (UTC) as `YYYY-MM-DD`.
-fn today() -> String {
-    let days =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() / 86_400).unwrap_or(0);
-    let (y, m, d) = civil_from_days(days as i64);
-    format!("{y:04}-{m:02}-{d:02}")
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
+    format!("{slug}-{}", redraft::clock::today())
 }
 
 #[cfg(test)]
@@ -409,9 +387,6 @@ mod tests {
 
     #[test]
     fn dates_and_slugs() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(20_779), (2026, 11, 22));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
         let t = default_task("Fix the failing login test, please!");
         assert!(t.starts_with("fix-the-failing-login-test-please-"), "{t}");
         assert!(valid_task("../x").is_err());

@@ -209,6 +209,8 @@ fn an_interrupted_attempt_is_recorded_and_halts() {
         iteration,
         request_chars: 0,
         wall_ms: 5000,
+        started_at: None,
+        finished_at: None,
         end: AttemptEnd::Interrupted(Interruption::WallTime),
     });
     let r = finish(e);
@@ -223,7 +225,14 @@ fn a_timed_out_attempt_counts_and_the_same_request_is_sent_again() {
     let before = e.request();
     let Next::Attempt { iteration, .. } = e.next(Duration::ZERO) else { panic!() };
     let rec = e
-        .settle(AttemptOutcome { iteration, request_chars: 10, wall_ms: 120_000, end: AttemptEnd::TimedOut })
+        .settle(AttemptOutcome {
+            iteration,
+            request_chars: 10,
+            wall_ms: 120_000,
+            started_at: None,
+            finished_at: None,
+            end: AttemptEnd::TimedOut,
+        })
         .cloned()
         .unwrap();
     assert_eq!(rec.status, AttemptStatus::Error);
@@ -243,6 +252,8 @@ fn persistent_provider_failure_halts_with_an_error_and_costs_no_attempt() {
         iteration,
         request_chars: 0,
         wall_ms: 1,
+        started_at: None,
+        finished_at: None,
         end: AttemptEnd::ProviderFailed { message: "`http://x` answered HTTP 500: boom".into() },
     });
     assert!(rec.is_none());
@@ -383,6 +394,8 @@ fn an_interrupted_attempt_is_made_again_after_a_resume() {
         iteration,
         request_chars: 0,
         wall_ms: 1,
+        started_at: None,
+        finished_at: None,
         end: AttemptEnd::Interrupted(Interruption::Cancelled),
     });
     let records = original.history().to_vec();
@@ -405,7 +418,17 @@ fn an_answer_too_large_to_read_is_a_failed_attempt_whose_feedback_says_so() {
         let first = e.request();
         let Next::Attempt { iteration, .. } = e.next(Duration::ZERO) else { panic!() };
         let end = AttemptEnd::ResponseTooLarge { limit: 4_194_304 };
-        let rec = e.settle(AttemptOutcome { iteration, request_chars: 10, wall_ms: 900, end }).cloned().unwrap();
+        let rec = e
+            .settle(AttemptOutcome {
+                iteration,
+                request_chars: 10,
+                wall_ms: 900,
+                started_at: None,
+                finished_at: None,
+                end,
+            })
+            .cloned()
+            .unwrap();
         assert_eq!((rec.status, rec.raw.as_str(), rec.score.get()), (AttemptStatus::Error, "", 0.0));
         assert_eq!(rec.issues.len(), 1);
         assert_eq!(rec.issues[0].code, "response_too_large");

@@ -50,8 +50,8 @@ proptest! {
                         answer_with(&mut e, &json!({"v": value}).to_string(), Some(Usage::default()), scored(*score));
                     }
                     Step::Prose => { answer_with(&mut e, "no json here", None, scored(1.0)); }
-                    Step::TimedOut => { e.settle(AttemptOutcome { iteration, request_chars: 1, wall_ms: 1, end: AttemptEnd::TimedOut }); }
-                    Step::ProviderFailed => { e.settle(AttemptOutcome { iteration, request_chars: 1, wall_ms: 1, end: AttemptEnd::ProviderFailed { message: "down".into() } }); }
+                    Step::TimedOut => { e.settle(AttemptOutcome { iteration, request_chars: 1, wall_ms: 1, started_at: None, finished_at: None, end: AttemptEnd::TimedOut }); }
+                    Step::ProviderFailed => { e.settle(AttemptOutcome { iteration, request_chars: 1, wall_ms: 1, started_at: None, finished_at: None, end: AttemptEnd::ProviderFailed { message: "down".into() } }); }
                 },
             }
         }

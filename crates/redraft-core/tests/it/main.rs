@@ -63,6 +63,8 @@ pub fn answer_with(
             iteration,
             request_chars: request.chars(),
             wall_ms: 10,
+            started_at: None,
+            finished_at: None,
             end: AttemptEnd::Answered { response, candidate, verdict },
         })
         .cloned()

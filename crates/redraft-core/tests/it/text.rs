@@ -281,6 +281,8 @@ fn an_answer_cut_off_at_the_token_limit_is_told_so() {
         iteration,
         request_chars: request.chars(),
         wall_ms: 10,
+        started_at: None,
+        finished_at: None,
         end: AttemptEnd::Answered { response, candidate, verdict },
     });
     let feedback = e.request().messages.last().unwrap().content.clone();

@@ -67,6 +67,8 @@ async fn iterate_answers_200_with_the_result_of_a_run_that_succeeds() {
           "tokens_out": 20,
           "cost_usd": null,
           "wall_ms": "[ms]",
+          "started_at": "[time]",
+          "finished_at": "[time]",
           "finish_reason": "stop",
           "model": "fake/m"
         },
@@ -84,6 +86,8 @@ async fn iterate_answers_200_with_the_result_of_a_run_that_succeeds() {
           "tokens_out": 20,
           "cost_usd": null,
           "wall_ms": "[ms]",
+          "started_at": "[time]",
+          "finished_at": "[time]",
           "finish_reason": "stop",
           "model": "fake/m"
         }

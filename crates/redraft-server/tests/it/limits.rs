@@ -59,9 +59,9 @@ async fn a_body_over_the_limit_is_413() {
 }
 
 #[tokio::test]
-async fn beyond_the_run_limit_it_is_503_with_retry_after() {
+async fn beyond_the_run_slots_runs_wait_in_the_queue_then_run() {
     let h = harness_with(
-        vec![slow(r#"{"city": "Toledo"}"#, Duration::from_millis(800)), reply(r#"{"city": "Toledo"}"#)],
+        vec![slow(r#"{"city": "Toledo"}"#, Duration::from_millis(600)), reply(r#"{"city": "Toledo"}"#)],
         vec![],
         |c| c.server.max_concurrent_runs = 1,
     )
@@ -69,17 +69,64 @@ async fn beyond_the_run_limit_it_is_503_with_retry_after() {
     let spec = json!({"prompt": "city?", "schema": {"type": "object"}});
     let first = h.call("POST", "/v1/runs", Some(spec.clone())).await;
     assert_eq!(first.status, 202, "{}", first.text);
+    // The only slot is taken: this one waits in the queue instead of failing, and runs next.
+    let second = h.call("POST", "/v1/iterate", Some(spec.clone())).await;
+    assert_eq!(second.status, 200, "{}", second.text);
+    let first = h.finished(first.json["run_id"].as_str().unwrap()).await;
+    assert_eq!(first["status"], "succeeded");
+    assert_eq!(h.model.calls().await, 2);
+}
+
+#[tokio::test]
+async fn a_run_that_waited_too_long_for_a_slot_is_withdrawn_with_503() {
+    let h = harness_with(vec![slow(r#"{"city": "Toledo"}"#, Duration::from_secs(3))], vec![], |c| {
+        c.server.max_concurrent_runs = 1;
+        c.queue.max_wait = Duration::from_millis(300);
+    })
+    .await;
+    let spec = json!({"prompt": "city?", "schema": {"type": "object"}});
+    let first = h.call("POST", "/v1/runs", Some(spec.clone())).await;
+    assert_eq!(first.status, 202, "{}", first.text);
     let second = h.call("POST", "/v1/iterate", Some(spec.clone())).await;
     assert_eq!(second.status, 503, "{}", second.text);
-    assert_eq!(second.header("retry-after"), Some("2"));
+    assert_eq!(second.header("retry-after"), Some("5"));
     assert_eq!(second.json["error"]["code"], "busy");
+    assert!(second.json["error"]["message"].as_str().unwrap().contains("withdrawn"), "{}", second.text);
+    // Withdrawn: not stored, never sent to the model.
+    let runs = h.call("GET", "/v1/runs", None).await;
+    assert_eq!(runs.json["runs"].as_array().unwrap().len(), 1, "{}", runs.text);
+    h.finished(first.json["run_id"].as_str().unwrap()).await;
+    assert_eq!(h.model.calls().await, 1);
+}
+
+#[tokio::test]
+async fn a_full_queue_is_503_with_retry_after_and_stores_nothing() {
+    let h = harness_with(vec![slow(r#"{"city": "Toledo"}"#, Duration::from_millis(800))], vec![], |c| {
+        c.server.max_concurrent_runs = 1;
+        c.queue.max_queued_runs = 1;
+    })
+    .await;
+    let spec = json!({"prompt": "city?", "schema": {"type": "object"}});
+    let running = h.call("POST", "/v1/runs", Some(spec.clone())).await;
+    assert_eq!(running.status, 202, "{}", running.text);
+    let queued = h.call("POST", "/v1/runs", Some(spec.clone())).await;
+    assert_eq!(queued.status, 202, "{}", queued.text);
+    let refused = h.call("POST", "/v1/runs", Some(spec.clone())).await;
+    assert_eq!(refused.status, 503, "{}", refused.text);
+    assert_eq!(refused.header("retry-after"), Some("2"));
+    assert_eq!(refused.json["error"]["code"], "busy");
+    assert!(refused.json["error"]["message"].as_str().unwrap().contains("queue is full"), "{}", refused.text);
     let proxied = h
         .call("POST", "/v1/chat/completions", Some(json!({"model": "fake/m", "messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})))
         .await;
-    assert_eq!((proxied.status, proxied.json["error"]["type"].as_str()), (503, Some("server_error")));
-    // The slot is free again once the run halted.
-    h.finished(first.json["run_id"].as_str().unwrap()).await;
-    assert_eq!(h.call("POST", "/v1/iterate", Some(spec)).await.status, 200);
+    assert_eq!(
+        (proxied.status, proxied.json["error"]["type"].as_str()),
+        (503, Some("server_error")),
+        "{}",
+        proxied.text
+    );
+    let runs = h.call("GET", "/v1/runs", None).await;
+    assert_eq!(runs.json["runs"].as_array().unwrap().len(), 2, "{}", runs.text);
 }
 
 #[tokio::test]

@@ -34,6 +34,8 @@ macro_rules! assert_result_snapshot {
             ".best_ref" => "[best_ref]",
             ".metrics.wall_ms" => "[ms]",
             ".history[].wall_ms" => "[ms]",
+            ".history[].started_at" => insta::dynamic_redaction(|v, _| { assert!(redraft_testkit::is_utc_time(v.as_str().unwrap_or_default()), "{v:?}"); "[time]" }),
+            ".history[].finished_at" => insta::dynamic_redaction(|v, _| { assert!(redraft_testkit::is_utc_time(v.as_str().unwrap_or_default()), "{v:?}"); "[time]" }),
             ".error.run_id" => "[run_id]",
             ".redraft.run_id" => "[run_id]",
             ".id" => "[id]",

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use redraft::RunSpec;
-use redraft::core::{RunState, Store};
+use redraft::core::{NewRun, RunState, Store};
+use redraft::queue::Worker;
 use redraft::recorder::{self, Start};
 use redraft_server::{AppState, router};
 use redraft_testkit::{reply, slow};
@@ -154,20 +155,21 @@ async fn iterate_can_be_cancelled_by_another_request() {
 }
 
 #[tokio::test]
-async fn on_start_a_run_left_running_is_resumed_with_nothing_lost_or_repeated() {
+async fn a_run_whose_worker_died_is_taken_over_with_nothing_lost_or_repeated() {
     let h = harness(vec![reply(r#"{"city": "Toledo"}"#)]).await;
-    // A process recorded attempt 1 and died during attempt 2.
+    // A server recorded attempt 1 and died during attempt 2.
     let spec: RunSpec = serde_json::from_value(city_spec()).unwrap();
-    let config = config(&h.model.base_url(), h.dir.path());
+    let mut config = config(&h.model.base_url(), h.dir.path());
+    config.queue.lease = Duration::from_millis(300);
     let store = redraft::store::open(&config).await.unwrap();
     let crashed = FakeDeath::run(&spec, &config, store.clone()).await;
     let stored = store.run(&crashed).await.unwrap().unwrap();
     assert_eq!((stored.state, stored.attempts.len()), (RunState::Running, 1));
+    assert!(stored.holder.is_some(), "the dead worker's lease is recorded");
 
-    // A new server over the same store resumes it.
+    // Another server over the same store takes it over once the lease has expired.
     write_kind(h.dir.path());
     let state = AppState::new(config, store.clone(), vec![]).unwrap();
-    assert_eq!(state.resume_unfinished().await.unwrap(), 1);
     let app = router(state.clone());
     let result = loop {
         let res = app.clone().oneshot(request("GET", &format!("/v1/runs/{crashed}"), None)).await.unwrap();
@@ -210,8 +212,13 @@ impl FakeDeath {
         }
         let setup = redraft::SpecSetup::local(&config, std::env::current_dir().unwrap());
         let run_id = redraft::new_run_id();
+        let worker = Worker::start(store.clone(), &config.queue);
+        let value = serde_json::to_value(spec).unwrap();
+        let new =
+            NewRun { run_id: &run_id, spec: &value, holder: Some(worker.lease()), max_queued: None, local: false };
+        store.insert_run(&new).await.unwrap();
         let how = Start { run_id: Some(run_id.clone()), ..Start::default() };
-        let running = recorder::start(spec, &setup, Some(store.clone()), how);
+        let running = recorder::run_held(spec, &setup, &worker, how);
         tokio::pin!(running);
         loop {
             tokio::select! {
@@ -222,7 +229,8 @@ impl FakeDeath {
                 break;
             }
         }
-        // Dropping the future is the crash: nothing more is written.
+        // Dropping the future and the worker is the crash: nothing more is written, the lease
+        // is no longer renewed.
         run_id
     }
 }

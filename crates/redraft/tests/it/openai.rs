@@ -205,6 +205,8 @@ async fn the_result_json_has_exactly_the_spec_shape() {
         ".best_ref" => "[run_id]/2",
         ".metrics.wall_ms" => "[ms]",
         ".history[].wall_ms" => "[ms]",
+        ".history[].started_at" => insta::dynamic_redaction(|v, _| { assert!(redraft_testkit::is_utc_time(v.as_str().unwrap_or_default()), "{v:?}"); "[time]" }),
+        ".history[].finished_at" => insta::dynamic_redaction(|v, _| { assert!(redraft_testkit::is_utc_time(v.as_str().unwrap_or_default()), "{v:?}"); "[time]" }),
     }, @r#"
     {
       "run_id": "[run_id]",
@@ -250,6 +252,8 @@ async fn the_result_json_has_exactly_the_spec_shape() {
           "tokens_out": 20,
           "cost_usd": null,
           "wall_ms": "[ms]",
+          "started_at": "[time]",
+          "finished_at": "[time]",
           "finish_reason": "stop",
           "model": "openai/fake"
         },
@@ -268,6 +272,8 @@ async fn the_result_json_has_exactly_the_spec_shape() {
           "tokens_out": 20,
           "cost_usd": null,
           "wall_ms": "[ms]",
+          "started_at": "[time]",
+          "finished_at": "[time]",
           "finish_reason": "stop",
           "model": "openai/fake"
         }

@@ -1,0 +1,561 @@
+//! The queue of runs: a [`Worker`] holds leases on the runs it executes and renews them in the
+//! background; an [`Executor`] accepts runs (stored before they are acknowledged), executes them
+//! in its slots, and claims queued or abandoned runs from the store. `redraft serve` is an
+//! executor (without slots under `--no-worker`), `redraft worker` is one without the HTTP face,
+//! and `redraft run` is a worker holding the lease of its one run.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use redraft_core::{Ceilings, Claim, Lease, NewRun, RunObserver, RunResult, RunState, Store, StoreError};
+use redraft_eval::kind::Kinds;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+use crate::config::{Config, QueueConfig};
+use crate::error::ConfigError;
+use crate::guard::Guard;
+use crate::recorder::{self, Start};
+use crate::spec::{RunSpec, SpecSetup};
+
+/// This process as a worker: an id unique to it, and the leases it holds, renewed every
+/// heartbeat in one store write. A run whose lease this worker lost (another worker took it
+/// over after a pause longer than the lease) or whose cancellation was asked for has its
+/// cancel token fired; the store refuses its writes once it is lost.
+pub struct Worker {
+    id: String,
+    store: Arc<dyn Store>,
+    ttl: Duration,
+    held: Mutex<HashMap<String, Hold>>,
+    /// Milliseconds (on this process's monotonic clock, from `epoch`) of the last renewal
+    /// that reached the store.
+    renewed_ms: AtomicI64,
+    epoch: Instant,
+    stop: CancellationToken,
+}
+
+#[derive(Debug)]
+struct Hold {
+    cancel: CancellationToken,
+    since: Instant,
+}
+
+impl fmt::Debug for Worker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Worker").field("id", &self.id).field("ttl", &self.ttl).finish_non_exhaustive()
+    }
+}
+
+impl Worker {
+    /// A worker on `store` with a new id; its heartbeat runs until it is dropped or stopped.
+    /// Needs a tokio runtime.
+    pub fn start(store: Arc<dyn Store>, settings: &QueueConfig) -> Arc<Self> {
+        let worker = Arc::new(Self {
+            id: new_worker_id(),
+            store,
+            ttl: settings.lease,
+            held: Mutex::new(HashMap::new()),
+            renewed_ms: AtomicI64::new(0),
+            epoch: Instant::now(),
+            stop: CancellationToken::new(),
+        });
+        let weak = Arc::downgrade(&worker);
+        let stop = worker.stop.clone();
+        tokio::spawn(heartbeat(weak, settings.heartbeat(), stop));
+        worker
+    }
+
+    /// `host:pid:random`, unique to this process.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The lease this worker claims runs with.
+    pub fn lease(&self) -> Lease<'_> {
+        Lease { worker_id: &self.id, ttl: self.ttl }
+    }
+
+    /// Stop renewing (the leases then expire, and other workers take the runs over).
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+
+    fn held(&self) -> MutexGuard<'_, HashMap<String, Hold>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Watch a run this worker just inserted or claimed: `cancel` fires when its cancellation is
+    /// asked for or its lease is lost. Watched until the returned guard is dropped.
+    pub fn hold(self: &Arc<Self>, run_id: &str, cancel: CancellationToken) -> HoldGuard {
+        self.held().insert(run_id.to_owned(), Hold { cancel, since: Instant::now() });
+        HoldGuard { worker: Arc::downgrade(self), run_id: run_id.to_owned() }
+    }
+
+    /// Runs this worker holds.
+    pub fn holding(&self) -> Vec<String> {
+        self.held().keys().cloned().collect()
+    }
+
+    /// Renew every lease once; fire the tokens of runs lost or to be cancelled.
+    async fn renew(&self) {
+        let asked = Instant::now();
+        let ids = self.holding();
+        if ids.is_empty() {
+            self.renewed_ms.store(self.ms_since_epoch(asked), Ordering::Relaxed);
+            return;
+        }
+        match self.store.renew(&self.lease(), &ids).await {
+            Ok(renewal) => {
+                self.renewed_ms.store(self.ms_since_epoch(asked), Ordering::Relaxed);
+                let held = self.held();
+                let renewed: std::collections::HashSet<&String> = renewal.held.iter().collect();
+                let cancel: std::collections::HashSet<&String> = renewal.cancel.iter().collect();
+                for (run_id, hold) in held.iter() {
+                    if cancel.contains(run_id) {
+                        tracing::info!(%run_id, "cancel requested: cancelling the run");
+                        hold.cancel.cancel();
+                    } else if hold.since < asked && !renewed.contains(run_id) {
+                        tracing::warn!(%run_id, worker = %self.id, "the lease on this run was lost: another worker resumes it");
+                        hold.cancel.cancel();
+                    }
+                }
+            }
+            Err(e) => {
+                let last = Duration::from_millis(u64::try_from(self.renewed_ms.load(Ordering::Relaxed)).unwrap_or(0));
+                let since = asked.saturating_duration_since(self.epoch + last);
+                tracing::warn!(worker = %self.id, "cannot renew the leases: {e}");
+                if since >= self.ttl {
+                    // Other workers may be taking these runs over: stop working on them.
+                    for (run_id, hold) in self.held().iter() {
+                        tracing::warn!(%run_id, "no lease renewal for {} s: abandoning the run", since.as_secs());
+                        hold.cancel.cancel();
+                    }
+                }
+            }
+        }
+    }
+
+    fn ms_since_epoch(&self, t: Instant) -> i64 {
+        i64::try_from(t.saturating_duration_since(self.epoch).as_millis()).unwrap_or(i64::MAX)
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Watches a held run until dropped.
+#[derive(Debug)]
+pub struct HoldGuard {
+    worker: Weak<Worker>,
+    run_id: String,
+}
+
+impl Drop for HoldGuard {
+    fn drop(&mut self) {
+        if let Some(worker) = self.worker.upgrade() {
+            worker.held().remove(&self.run_id);
+        }
+    }
+}
+
+async fn heartbeat(worker: Weak<Worker>, every: Duration, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let Some(worker) = worker.upgrade() else { return };
+        worker.renew().await;
+    }
+}
+
+fn new_worker_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    let random = uuid::Uuid::now_v7().simple().to_string();
+    let tail = random.get(random.len().saturating_sub(8)..).unwrap_or(&random);
+    format!("{host}:{}:{tail}", std::process::id())
+}
+
+/// What an executor's owner (the HTTP server, the worker command) is told about the runs it
+/// executes, and gives each run.
+pub trait RunHooks: Send + Sync + fmt::Debug {
+    /// A run starts executing here: observers to tell, and the token that cancels it.
+    fn started(&self, run_id: &str) -> (Vec<Arc<dyn RunObserver>>, CancellationToken);
+    /// It ended (a result, or why it could not go on). Called exactly once after `started`.
+    fn ended(&self, run_id: &str, outcome: &Result<RunResult, ConfigError>);
+    /// A run was claimed from the queue; `takeover`: from a worker whose lease expired.
+    fn claimed(&self, _run_id: &str, _takeover: bool) {}
+}
+
+/// Hooks that only log.
+#[derive(Debug, Default)]
+pub struct LogHooks;
+
+impl RunHooks for LogHooks {
+    fn started(&self, run_id: &str) -> (Vec<Arc<dyn RunObserver>>, CancellationToken) {
+        tracing::info!(%run_id, "run started");
+        (Vec::new(), CancellationToken::new())
+    }
+
+    fn ended(&self, run_id: &str, outcome: &Result<RunResult, ConfigError>) {
+        match outcome {
+            Ok(result) => {
+                tracing::info!(%run_id, halted_because = %result.halted_because, iterations = result.iterations, "run finished")
+            }
+            Err(e) => tracing::error!(%run_id, "the run could not go on: {e}"),
+        }
+    }
+
+    fn claimed(&self, run_id: &str, takeover: bool) {
+        if takeover {
+            tracing::warn!(%run_id, "took over a run whose worker stopped renewing its lease");
+        }
+    }
+}
+
+/// Where an accepted run went.
+#[derive(Debug)]
+pub enum Accepted {
+    /// Stored as running and started in this process.
+    Started(JoinHandle<Result<RunResult, ConfigError>>),
+    /// Stored as queued: a worker (this one when a slot frees) will claim it.
+    Queued,
+}
+
+/// Why a run was not accepted.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AcceptError {
+    /// The spec cannot run (nothing was stored).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The queue is full or the process is stopping: come back later.
+    #[error("{0}")]
+    Busy(String),
+}
+
+/// Everything a run is set up with, owned (a [`SpecSetup`] borrows it for each run).
+#[derive(Debug)]
+pub struct SetupParts {
+    pub config: Arc<Config>,
+    pub workdir: PathBuf,
+    pub guard: Arc<Guard>,
+    pub ceilings: Ceilings,
+    pub kinds: Option<Arc<Kinds>>,
+}
+
+impl SetupParts {
+    pub fn setup(&self) -> SpecSetup<'_> {
+        SpecSetup {
+            config: &self.config,
+            workdir: self.workdir.clone(),
+            guard: self.guard.clone(),
+            ceilings: self.ceilings.clone(),
+            kinds: self.kinds.clone(),
+        }
+    }
+}
+
+/// Accepts runs into the store and executes them: at most `slots` at once in this process;
+/// the rest wait in the queue, claimed by whichever worker has a free slot first.
+pub struct Executor {
+    worker: Arc<Worker>,
+    parts: SetupParts,
+    hooks: Arc<dyn RunHooks>,
+    slots: Arc<Semaphore>,
+    capacity: usize,
+    settings: QueueConfig,
+    wake: Notify,
+    tracker: TaskTracker,
+    stopping: CancellationToken,
+    /// Requests waiting for the result of a run, told when it ends here.
+    waiters: Mutex<HashMap<String, Vec<oneshot::Sender<RunResult>>>>,
+}
+
+impl fmt::Debug for Executor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Executor")
+            .field("worker", &self.worker)
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Executor {
+    /// An executor with `slots` run slots (0: it accepts runs but executes none — `serve
+    /// --no-worker`). Call [`Executor::claim_loop`] to also take runs from the queue.
+    pub fn new(worker: Arc<Worker>, parts: SetupParts, hooks: Arc<dyn RunHooks>, slots: usize) -> Arc<Self> {
+        let settings = parts.config.queue.clone();
+        Arc::new(Self {
+            worker,
+            parts,
+            hooks,
+            slots: Arc::new(Semaphore::new(slots)),
+            capacity: slots,
+            settings,
+            wake: Notify::new(),
+            tracker: TaskTracker::new(),
+            stopping: CancellationToken::new(),
+            waiters: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn worker(&self) -> &Arc<Worker> {
+        &self.worker
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        self.worker.store()
+    }
+
+    pub fn setup(&self) -> SpecSetup<'_> {
+        self.parts.setup()
+    }
+
+    /// The config, workdir, guard, ceilings and kinds runs are set up with.
+    pub fn parts(&self) -> &SetupParts {
+        &self.parts
+    }
+
+    pub fn settings(&self) -> &QueueConfig {
+        &self.settings
+    }
+
+    /// Run slots in this process.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Runs executing in this process.
+    pub fn executing(&self) -> usize {
+        self.capacity.saturating_sub(self.slots.available_permits())
+    }
+
+    /// Check `spec` as a run would (nothing is stored or sent): the error says why it cannot run.
+    pub fn check(&self, spec: &RunSpec) -> Result<(), ConfigError> {
+        spec.prepare(&self.setup())?.0.build()?;
+        Ok(())
+    }
+
+    /// Accept a run: check it, store it, and start it at once when a slot is free here, or
+    /// leave it queued. Nothing is acknowledged before the store has it.
+    pub async fn accept(self: &Arc<Self>, run_id: &str, spec: &RunSpec) -> Result<Accepted, AcceptError> {
+        if self.stopping.is_cancelled() {
+            return Err(AcceptError::Busy("the server is shutting down".into()));
+        }
+        self.check(spec)?;
+        let value = serde_json::to_value(spec)
+            .map_err(|e| ConfigError::Invalid { key: "spec".into(), message: e.to_string() })?;
+        if let Ok(slot) = self.slots.clone().try_acquire_owned() {
+            let new =
+                NewRun { run_id, spec: &value, holder: Some(self.worker.lease()), max_queued: None, local: false };
+            self.store().insert_run(&new).await.map_err(ConfigError::from)?;
+            return Ok(Accepted::Started(self.execute(run_id.to_owned(), Some(spec.clone()), Some(slot))));
+        }
+        let new = NewRun {
+            run_id,
+            spec: &value,
+            holder: None,
+            max_queued: Some(self.settings.max_queued_runs),
+            local: false,
+        };
+        match self.store().insert_run(&new).await {
+            Ok(()) => {
+                self.wake.notify_one();
+                Ok(Accepted::Queued)
+            }
+            Err(StoreError::QueueFull { queued }) => Err(AcceptError::Busy(format!(
+                "the queue is full: {queued} runs are waiting (`[queue] max_queued_runs`)"
+            ))),
+            Err(e) => Err(ConfigError::from(e).into()),
+        }
+    }
+
+    /// Execute a run this worker holds, in a slot (`None`: without one — a run cancelled before
+    /// it started needs no model). `spec`: the run's spec when this process just accepted it
+    /// (else it is read from the store, with the attempts to resume from).
+    fn execute(
+        self: &Arc<Self>,
+        run_id: String,
+        spec: Option<RunSpec>,
+        slot: Option<OwnedSemaphorePermit>,
+    ) -> JoinHandle<Result<RunResult, ConfigError>> {
+        let (observers, cancel) = self.hooks.started(&run_id);
+        let hold = self.worker.hold(&run_id, cancel.clone());
+        let this = self.clone();
+        let task = async move {
+            let how = Start { run_id: Some(run_id.clone()), observers, cancel };
+            let setup = this.setup();
+            let outcome = match spec {
+                Some(spec) => recorder::run_held(&spec, &setup, &this.worker, how).await,
+                None => recorder::run_claimed(&run_id, &setup, &this.worker, how).await,
+            };
+            drop(hold);
+            this.hooks.ended(&run_id, &outcome);
+            this.tell_waiters(&run_id, &outcome);
+            drop(slot);
+            // A slot is free: a queued run may take it.
+            this.wake.notify_one();
+            outcome
+        };
+        self.tracker.spawn(task.in_current_span())
+    }
+
+    /// Cancel a queued run that no worker has started: it is claimed here and halts at once as
+    /// `cancelled`, recorded, without calling a model. `None` when it is not queued (running
+    /// elsewhere: ask its holder with [`Store::request_cancel`]; or finished).
+    pub async fn cancel_queued(self: &Arc<Self>, run_id: &str) -> Result<Option<RunResult>, ConfigError> {
+        match self.store().claim_run(run_id, &self.worker.lease(), false).await? {
+            Claim::Claimed { .. } => {}
+            Claim::Held(_) | Claim::Finished(_) => return Ok(None),
+        }
+        let (observers, cancel) = self.hooks.started(run_id);
+        cancel.cancel();
+        let hold = self.worker.hold(run_id, cancel.clone());
+        let how = Start { run_id: Some(run_id.to_owned()), observers, cancel };
+        let outcome = recorder::run_claimed(run_id, &self.setup(), &self.worker, how).await;
+        drop(hold);
+        self.hooks.ended(run_id, &outcome);
+        self.tell_waiters(run_id, &outcome);
+        outcome.map(Some)
+    }
+
+    /// Claim runs from the queue (and runs whose worker died) whenever a slot is free, until
+    /// [`Executor::stop`]. Store errors are logged and retried.
+    pub async fn claim_loop(self: Arc<Self>) {
+        if self.capacity == 0 {
+            return;
+        }
+        loop {
+            let slot = tokio::select! {
+                () = self.stopping.cancelled() => return,
+                slot = self.slots.clone().acquire_owned() => match slot {
+                    Ok(slot) => slot,
+                    Err(_) => return,
+                },
+            };
+            let claimed = self.store().claim_next(&self.worker.lease()).await;
+            match claimed {
+                Ok(Some(claimed)) => {
+                    self.hooks.claimed(&claimed.run_id, claimed.takeover);
+                    drop(self.execute(claimed.run_id, None, Some(slot)));
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!("cannot claim a run from the queue: {e}"),
+            }
+            drop(slot);
+            tokio::select! {
+                () = self.stopping.cancelled() => return,
+                () = self.wake.notified() => {}
+                () = tokio::time::sleep(self.settings.poll) => {}
+            }
+        }
+    }
+
+    /// Whether [`Executor::stop`] was called.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.is_cancelled()
+    }
+
+    /// Stop accepting and claiming; let the runs executing here finish within `grace`, then put
+    /// those still unfinished back in the queue (another worker resumes them from their last
+    /// recorded attempt) and stop renewing. Returns how many were put back.
+    pub async fn stop(&self, grace: Duration) -> usize {
+        self.stopping.cancel();
+        self.tracker.close();
+        if tokio::time::timeout(grace, self.tracker.wait()).await.is_ok() {
+            self.worker.stop();
+            return 0;
+        }
+        let mut released = 0;
+        for run_id in self.worker.holding() {
+            match self.store().release(&run_id, self.worker.id()).await {
+                Ok(true) => released += 1,
+                Ok(false) => {}
+                Err(e) => tracing::warn!(%run_id, "cannot put the run back in the queue: {e}"),
+            }
+        }
+        self.worker.stop();
+        released
+    }
+
+    fn waiters(&self) -> MutexGuard<'_, HashMap<String, Vec<oneshot::Sender<RunResult>>>> {
+        self.waiters.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn tell_waiters(&self, run_id: &str, outcome: &Result<RunResult, ConfigError>) {
+        let waiting = self.waiters().remove(run_id).unwrap_or_default();
+        if let Ok(result) = outcome {
+            for waiter in waiting {
+                let _ = waiter.send(result.clone());
+            }
+        }
+    }
+
+    /// Wait for the result of run `run_id`, wherever it executes: told at once when it ends in
+    /// this process, else read from the store (every `poll`, sooner at first). A run still
+    /// queued after `[queue] max_wait` is withdrawn — it will never run — and `Ok(None)`
+    /// returned.
+    pub async fn wait(&self, run_id: &str) -> Result<Option<RunResult>, ConfigError> {
+        let (tx, mut rx) = oneshot::channel();
+        self.waiters().entry(run_id.to_owned()).or_default().push(tx);
+        let outcome = self.wait_inner(run_id, &mut rx).await;
+        let mut waiters = self.waiters();
+        if let Some(list) = waiters.get_mut(run_id) {
+            list.retain(|w| !w.is_closed());
+            if list.is_empty() {
+                waiters.remove(run_id);
+            }
+        }
+        outcome
+    }
+
+    async fn wait_inner(
+        &self,
+        run_id: &str,
+        told: &mut oneshot::Receiver<RunResult>,
+    ) -> Result<Option<RunResult>, ConfigError> {
+        let deadline = Instant::now() + self.settings.max_wait;
+        let mut every = Duration::from_millis(50).min(self.settings.poll);
+        loop {
+            tokio::select! {
+                result = &mut *told => if let Ok(result) = result { return Ok(Some(result)) },
+                () = tokio::time::sleep(every) => {}
+            }
+            every = (every * 2).min(self.settings.poll);
+            let Some(stored) = self.store().run(run_id).await? else {
+                return Err(StoreError::NotFound { run_id: run_id.to_owned() }.into());
+            };
+            if let Some(result) = stored.result.filter(|_| stored.state.is_finished()) {
+                return Ok(Some(result));
+            }
+            if stored.state == RunState::Queued && Instant::now() >= deadline && self.store().withdraw(run_id).await? {
+                return Ok(None);
+            }
+        }
+    }
+}
