@@ -187,16 +187,34 @@ async fn heartbeat(worker: Weak<Worker>, every: Duration, stop: CancellationToke
     }
 }
 
-fn new_worker_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .or_else(|| std::env::var("HOSTNAME").ok())
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".into());
+        .unwrap_or_else(|| "localhost".into())
+}
+
+fn new_worker_id() -> String {
     let random = uuid::Uuid::now_v7().simple().to_string();
     let tail = random.get(random.len().saturating_sub(8)..).unwrap_or(&random);
-    format!("{host}:{}:{tail}", std::process::id())
+    format!("{}:{}:{tail}", hostname(), std::process::id())
+}
+
+/// Whether the worker `worker_id` (`host:pid:random`) is known to be dead: it ran on this
+/// machine and its process is gone. `false` whenever that cannot be told (another machine, no
+/// `/proc`, the pid reused by a live process): a live lease is never broken on a guess.
+pub fn holder_is_gone(worker_id: &str) -> bool {
+    let mut parts = worker_id.rsplitn(3, ':');
+    let (Some(_random), Some(pid), Some(host)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    let Ok(pid) = pid.parse::<u32>() else { return false };
+    host == hostname()
+        && pid != std::process::id()
+        && std::path::Path::new("/proc/self").exists()
+        && !std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// What an executor's owner (the HTTP server, the worker command) is told about the runs it
@@ -557,5 +575,22 @@ impl Executor {
                 return Ok(None);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_holder_is_gone_only_when_its_process_on_this_machine_is() {
+        let me = new_worker_id();
+        assert!(!holder_is_gone(&me), "this process is alive");
+        let host = hostname();
+        // Pids above the kernel's maximum (4194304) are never alive.
+        assert!(holder_is_gone(&format!("{host}:4294967:abcd1234")));
+        assert!(!holder_is_gone("another-machine:4294967:abcd1234"), "another machine: cannot tell");
+        assert!(!holder_is_gone("garbage"));
+        assert!(!holder_is_gone(&format!("{host}:notapid:abcd")));
     }
 }

@@ -142,7 +142,8 @@ pub async fn run_claimed(
 
 /// Continue a stored run from its last recorded attempt (`redraft runs resume`): claimed for
 /// `worker` first, which is refused while another worker holds a live lease on it — unless
-/// `force` (its holder is known to be dead).
+/// `force` (its holder is known to be dead), or that worker ran on this machine and its
+/// process has exited.
 pub async fn resume(
     run_id: &str,
     setup: &SpecSetup<'_>,
@@ -150,7 +151,15 @@ pub async fn resume(
     how: Start,
     force: bool,
 ) -> Result<RunResult, ConfigError> {
-    match worker.store().claim_run(run_id, &worker.lease(), force).await? {
+    let mut claim = worker.store().claim_run(run_id, &worker.lease(), force).await?;
+    if let Claim::Held(holder) = &claim
+        && crate::queue::holder_is_gone(&holder.worker_id)
+    {
+        // Its process on this machine is gone: nobody else can be running it.
+        tracing::info!(%run_id, holder = %holder.worker_id, "the run's holder has exited: resuming it");
+        claim = worker.store().claim_run(run_id, &worker.lease(), true).await?;
+    }
+    match claim {
         Claim::Held(holder) => {
             let left_ms = holder.lease_until_ms.saturating_sub(crate::clock::now_ms()).max(0);
             return Err(ConfigError::RunHeld {

@@ -90,6 +90,58 @@ async fn a_run_killed_mid_attempt_is_resumed_with_nothing_lost_or_repeated() {
     assert_eq!(rebuilt, result, "the SPEC 3 result rebuilt from the store");
 }
 
+/// A run whose process is alive holds a lease: `runs resume` refuses it, naming the holder, and
+/// nothing is asked of the model; `--force` breaks the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resuming_a_run_that_is_alive_elsewhere_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "s.json", SCHEMA);
+    let model =
+        FakeOpenAi::start(vec![slow(r#"{"city": "Dayton"}"#, Duration::from_secs(60)), reply(r#"{"city": "Toledo"}"#)])
+            .await;
+    let bin = assert_cmd::cargo::cargo_bin("redraft");
+    let mut child = std::process::Command::new(bin)
+        .current_dir(dir.path())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", dir.path())
+        .env("OPENAI_BASE_URL", model.base_url())
+        .args(["run", "--model", "openai/fake", "--schema", "s.json", "--prompt", "Which city?"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut run_id = String::new();
+    for _ in 0..200 {
+        if model.calls().await >= 1 && dir.path().join(".redraft/redraft.db").exists() {
+            if let Some(r) = runs_json(dir.path()).await.first() {
+                run_id = r["run_id"].as_str().unwrap().to_owned();
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!run_id.is_empty(), "the run was never recorded");
+
+    let mut c = redraft(dir.path());
+    c.env("OPENAI_BASE_URL", model.base_url()).args(["runs", "resume", &run_id]);
+    let out = output(c).await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let holder = format!(":{}:", child.id());
+    assert!(out.stderr.contains("is being run by worker") && out.stderr.contains(&holder), "{}", out.stderr);
+    assert!(out.stderr.contains("--force"), "{}", out.stderr);
+    assert_eq!(model.calls().await, 1, "nothing was sent to the model");
+
+    let mut c = redraft(dir.path());
+    c.env("OPENAI_BASE_URL", model.base_url()).args(["runs", "resume", &run_id, "--force", "--json"]);
+    let out = output(c).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["status"], "succeeded", "{result}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 #[tokio::test]
 async fn runs_are_recorded_unless_asked_not_to_and_listed_by_state() {
     let dir = tempfile::tempdir().unwrap();
