@@ -12,7 +12,8 @@ use redraft_core::{
 use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, info, info_span, warn};
+use tracing::field::Empty;
+use tracing::{Instrument, Span, info, info_span, warn};
 
 use crate::check::{Check, Rejection};
 use crate::error::ConfigError;
@@ -310,7 +311,16 @@ impl Runner {
 
     pub(crate) async fn run_inner(&self, task: Task, options: RunOptions) -> Result<Finished, ConfigError> {
         let run_id = options.run_id.clone().unwrap_or_else(new_run_id);
-        let span = info_span!("run", run_id = %run_id, model = %self.template.model);
+        let span = info_span!(
+            "run",
+            redraft.run_id = %run_id,
+            gen_ai.request.model = %self.template.model,
+            redraft.status = Empty,
+            redraft.halted_because = Empty,
+            redraft.iterations = Empty,
+            gen_ai.usage.input_tokens = Empty,
+            gen_ai.usage.output_tokens = Empty,
+        );
         self.drive(run_id, task, options).instrument(span).await
     }
 
@@ -337,9 +347,20 @@ impl Runner {
             }
             let t0 = Instant::now();
             let provider = self.proposers.get(proposer).or(self.proposers.first()).cloned();
+            let span = info_span!(
+                "attempt",
+                redraft.run_id = %run_id,
+                redraft.iteration = iteration,
+                redraft.proposer = proposer,
+                gen_ai.request.model = Empty,
+                redraft.attempt.status = Empty,
+                redraft.score = Empty,
+                gen_ai.usage.input_tokens = Empty,
+                gen_ai.usage.output_tokens = Empty,
+            );
             let attempt = self
-                .attempt(provider, &engine, iteration, &request, &context, deadline)
-                .instrument(info_span!("attempt", iteration, proposer));
+                .attempt(&run_id, provider, &engine, iteration, &request, &context, deadline)
+                .instrument(span.clone());
             let wall = async {
                 match deadline {
                     Some(d) => tokio::time::sleep_until(d).await,
@@ -362,6 +383,11 @@ impl Runner {
             let wall_ms = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
             let outcome = AttemptOutcome { iteration, request_chars: request.chars(), wall_ms, end };
             if let Some(record) = engine.settle(outcome) {
+                span.record("gen_ai.request.model", record.model.as_deref());
+                span.record("redraft.attempt.status", record.status.as_str());
+                span.record("redraft.score", record.score.get());
+                span.record("gen_ai.usage.input_tokens", record.tokens_in);
+                span.record("gen_ai.usage.output_tokens", record.tokens_out);
                 info!(
                     iteration,
                     status = record.status.as_str(),
@@ -375,6 +401,12 @@ impl Runner {
             }
         }
         let result = engine.finish(&run_id, start.elapsed());
+        let span = Span::current();
+        span.record("redraft.status", if result.succeeded() { "succeeded" } else { "failed" });
+        span.record("redraft.halted_because", result.halted_because.as_str());
+        span.record("redraft.iterations", result.iterations);
+        span.record("gen_ai.usage.input_tokens", result.metrics.tokens_in);
+        span.record("gen_ai.usage.output_tokens", result.metrics.tokens_out);
         info!(status = ?result.status, halted_because = %result.halted_because, iterations = result.iterations, "run finished");
         for o in &self.observers {
             o.run_finished(&result).await;
@@ -385,8 +417,10 @@ impl Runner {
     /// One attempt: propose (with transport retries), extract, evaluate. `attempt_timeout`
     /// bounds the calls and the evaluation together; the waits between retries are not counted
     /// (a server's `Retry-After` is bounded by the wall time, see [`Runner::propose`]).
+    #[allow(clippy::too_many_arguments)]
     async fn attempt(
         &self,
+        run_id: &str,
         provider: Option<Arc<dyn ChatProvider>>,
         engine: &Engine,
         iteration: u32,
@@ -396,7 +430,7 @@ impl Runner {
     ) -> Result<AttemptEnd, ProviderError> {
         let provider = provider.ok_or_else(|| ProviderError::Failed { message: "no proposer is configured".into() })?;
         let mut left = engine.plan().policy.attempt_timeout;
-        let response = match self.propose(provider.as_ref(), request, &mut left, deadline).await {
+        let response = match self.propose(run_id, provider.as_ref(), request, &mut left, deadline).await {
             Ok(Proposal::Answered(response)) => response,
             Ok(Proposal::TimedOut) => return Ok(AttemptEnd::TimedOut),
             // The model's answer is too big: an attempt that failed, not a transport failure.
@@ -434,6 +468,7 @@ impl Runner {
     /// `max_delay`); a longer one ends the run as a provider error that names the wait.
     async fn propose(
         &self,
+        run_id: &str,
         provider: &dyn ChatProvider,
         request: &ChatRequest,
         left: &mut Duration,
@@ -442,17 +477,31 @@ impl Runner {
         let mut retries = 0;
         loop {
             let t0 = Instant::now();
-            let called = tokio::time::timeout(*left, provider.complete(request)).await;
+            let span = provider_call_span(provider.name(), request);
+            let called = tokio::time::timeout(*left, provider.complete(request).instrument(span.clone())).await;
             *left = left.saturating_sub(t0.elapsed());
             let error = match called {
-                Err(_) => return Ok(Proposal::TimedOut),
-                Ok(Ok(response)) => return Ok(Proposal::Answered(response)),
+                Err(_) => {
+                    span.record("error.type", "timeout").record("otel.status_code", "ERROR");
+                    return Ok(Proposal::TimedOut);
+                }
+                Ok(Ok(response)) => {
+                    if let Some(usage) = &response.usage {
+                        span.record("gen_ai.usage.input_tokens", usage.input_tokens);
+                        span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+                    }
+                    return Ok(Proposal::Answered(response));
+                }
                 Ok(Err(error)) => error,
             };
+            span.record("error.type", error_type(&error)).record("otel.status_code", "ERROR");
             let wall_time_left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             match self.retry.decide(retries, &error, fastrand::f64(), wall_time_left) {
                 RetryDecision::Retry { after } => {
                     warn!(retry = retries + 1, after_ms = after.as_millis() as u64, %error, "transport failure; retrying");
+                    for o in &self.observers {
+                        o.transport_retry(run_id, provider.name(), &error).await;
+                    }
                     tokio::time::sleep(after).await;
                     retries += 1;
                 }
@@ -469,7 +518,21 @@ impl Runner {
         let input = EvalInput { artifact, context, iteration };
         let mut outcomes = Vec::with_capacity(self.evaluators.len());
         for evaluator in &self.evaluators {
-            let outcome = evaluator.evaluate(input).await.map(|mut verdict| {
+            let span = info_span!(
+                "evaluator",
+                redraft.evaluator = evaluator.name(),
+                redraft.iteration = iteration,
+                redraft.score = Empty,
+                redraft.passed = Empty,
+                error.type = Empty,
+                otel.status_code = Empty,
+            );
+            let outcome = evaluator.evaluate(input).instrument(span.clone()).await;
+            match &outcome {
+                Ok(verdict) => span.record("redraft.score", verdict.score.get()).record("redraft.passed", verdict.passed),
+                Err(_) => span.record("error.type", "evaluator_error").record("otel.status_code", "ERROR"),
+            };
+            let outcome = outcome.map(|mut verdict| {
                 for issue in &mut verdict.issues {
                     issue.evaluator.get_or_insert_with(|| evaluator.name().to_owned());
                 }
@@ -478,5 +541,40 @@ impl Runner {
             outcomes.push(outcome);
         }
         redraft_core::evaluator::combine(outcomes)
+    }
+}
+
+/// The span of one call to the proposer, with the OpenTelemetry GenAI attributes known before
+/// the answer (`provider/model` split into the provider and the model).
+fn provider_call_span(name: &str, request: &ChatRequest) -> Span {
+    let (system, model) = name.split_once('/').unwrap_or((name, name));
+    info_span!(
+        "provider call",
+        gen_ai.operation.name = "chat",
+        gen_ai.provider.name = system,
+        gen_ai.system = system,
+        gen_ai.request.model = model,
+        gen_ai.request.temperature = request.temperature.map(f64::from),
+        gen_ai.request.max_tokens = request.max_tokens,
+        redraft.iteration = request.iteration,
+        gen_ai.usage.input_tokens = Empty,
+        gen_ai.usage.output_tokens = Empty,
+        error.type = Empty,
+        otel.status_code = Empty,
+    )
+}
+
+/// A short, low-cardinality name for a provider failure (the `error.type` attribute).
+fn error_type(error: &ProviderError) -> String {
+    match error {
+        ProviderError::Status { status, .. } | ProviderError::Unauthorized { status, .. } => status.to_string(),
+        ProviderError::RateLimited { .. } => "429".into(),
+        ProviderError::Connect { .. } => "connect".into(),
+        ProviderError::Timeout { .. } => "timeout".into(),
+        ProviderError::Cut { .. } => "cut".into(),
+        ProviderError::InvalidResponse { .. } => "invalid_response".into(),
+        ProviderError::ResponseTooLarge { .. } => "response_too_large".into(),
+        ProviderError::WaitTooLong { .. } => "wait_too_long".into(),
+        _ => "provider_error".into(),
     }
 }
