@@ -25,8 +25,7 @@ const ATTEMPT_BUCKETS: &[f64] = &[0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.
 
 /// Upper bounds of the HTTP request-duration buckets, in seconds (`/v1/iterate` waits for a
 /// whole run).
-const HTTP_BUCKETS: &[f64] =
-    &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
+const HTTP_BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
 
 /// Distinct `model` label values kept; later models are counted as `other` (a request may name
 /// any model of a configured provider, and every label value is a series kept forever).
@@ -198,9 +197,10 @@ impl Metrics {
         let method = method_label(method);
         self.with(|c| {
             *c.http_requests.entry((route.clone(), method, status)).or_default() += 1;
-            c.http_duration.entry((route, method)).or_insert_with(|| Histogram::new(HTTP_BUCKETS)).observe(
-                took.as_secs_f64(),
-            );
+            c.http_duration
+                .entry((route, method))
+                .or_insert_with(|| Histogram::new(HTTP_BUCKETS))
+                .observe(took.as_secs_f64());
         });
     }
 
@@ -257,7 +257,10 @@ impl Metrics {
                 requests,
             );
             let durations = c.http_duration.iter().flat_map(|((route, method), h)| {
-                h.samples("redraft_http_request_duration_seconds", &format!("route=\"{}\",method=\"{method}\"", escape(route)))
+                h.samples(
+                    "redraft_http_request_duration_seconds",
+                    &format!("route=\"{}\",method=\"{method}\"", escape(route)),
+                )
             });
             family(
                 &mut out,
@@ -327,8 +330,10 @@ impl Metrics {
                 "Tokens sent to and received from proposers, by model.",
                 tokens,
             );
-            let cost =
-                c.cost_usd.iter().map(|(model, usd)| format!("redraft_cost_usd_total{{model=\"{}\"}} {usd}", escape(model)));
+            let cost = c
+                .cost_usd
+                .iter()
+                .map(|(model, usd)| format!("redraft_cost_usd_total{{model=\"{}\"}} {usd}", escape(model)));
             family(
                 &mut out,
                 "redraft_cost_usd_total",

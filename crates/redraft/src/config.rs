@@ -58,6 +58,17 @@ pub struct Config {
     pub sandboxes: BTreeMap<String, Sandbox>,
     /// `redraft serve`: address, tokens, limits, ceilings and the `exec:` allow-list (`[server]`).
     pub server: ServerConfig,
+    /// Where traces go (`[telemetry]`).
+    pub telemetry: TelemetryConfig,
+}
+
+/// `[telemetry]`: traces over OTLP.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// The OTLP/HTTP collector (`http://host:4318`) that receives traces at its `/v1/traces`;
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`, when set, is used instead. By default, none: no traces.
+    pub otlp_endpoint: Option<String>,
 }
 
 /// `[server]`: what `redraft serve` (and the other network faces) allow.
@@ -140,6 +151,7 @@ impl Default for Config {
             decide: DecideSettings::default(),
             sandboxes: BTreeMap::new(),
             server: ServerConfig::default(),
+            telemetry: TelemetryConfig::default(),
         }
     }
 }
@@ -181,8 +193,8 @@ const ENV_KEYS: &[(&str, &[&str])] = &[
 ];
 
 /// `REDRAFT_*` variables that are not config keys (the config path; what agents are given; the
-/// server's default tokens variable; the Python the tests use).
-const ENV_NOT_KEYS: &[&str] = &["config", "prompt_file", "iteration", "tokens", "python"];
+/// server's default tokens variable; the Python the tests use; the log format).
+const ENV_NOT_KEYS: &[&str] = &["config", "prompt_file", "iteration", "tokens", "python", "log_format"];
 
 /// The provider types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

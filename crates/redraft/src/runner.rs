@@ -314,14 +314,20 @@ impl Runner {
         let span = info_span!(
             "run",
             redraft.run_id = %run_id,
-            gen_ai.request.model = %self.template.model,
+            redraft.model = %self.template.model,
             redraft.status = Empty,
             redraft.halted_because = Empty,
             redraft.iterations = Empty,
-            gen_ai.usage.input_tokens = Empty,
-            gen_ai.usage.output_tokens = Empty,
+            redraft.usage.input_tokens = Empty,
+            redraft.usage.output_tokens = Empty,
         );
-        self.drive(run_id, task, options).instrument(span).await
+        let finished = self.drive(run_id, task, options).instrument(span).await?;
+        // After the run's span has closed: an observer's store may hand the current span to a
+        // worker thread (SQLite does), which would keep the span open past the run's end.
+        for o in &self.observers {
+            o.run_finished(&finished.result).await;
+        }
+        Ok(finished)
     }
 
     async fn drive(&self, run_id: String, task: Task, options: RunOptions) -> Result<Finished, ConfigError> {
@@ -350,13 +356,13 @@ impl Runner {
             let span = info_span!(
                 "attempt",
                 redraft.run_id = %run_id,
-                redraft.iteration = iteration,
-                redraft.proposer = proposer,
-                gen_ai.request.model = Empty,
+                redraft.iteration = i64::from(iteration),
+                redraft.proposer = int(proposer as u64),
+                redraft.model = Empty,
                 redraft.attempt.status = Empty,
                 redraft.score = Empty,
-                gen_ai.usage.input_tokens = Empty,
-                gen_ai.usage.output_tokens = Empty,
+                redraft.usage.input_tokens = Empty,
+                redraft.usage.output_tokens = Empty,
             );
             let attempt = self
                 .attempt(&run_id, provider, &engine, iteration, &request, &context, deadline)
@@ -383,11 +389,11 @@ impl Runner {
             let wall_ms = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
             let outcome = AttemptOutcome { iteration, request_chars: request.chars(), wall_ms, end };
             if let Some(record) = engine.settle(outcome) {
-                span.record("gen_ai.request.model", record.model.as_deref());
+                span.record("redraft.model", record.model.as_deref());
                 span.record("redraft.attempt.status", record.status.as_str());
                 span.record("redraft.score", record.score.get());
-                span.record("gen_ai.usage.input_tokens", record.tokens_in);
-                span.record("gen_ai.usage.output_tokens", record.tokens_out);
+                span.record("redraft.usage.input_tokens", int(record.tokens_in));
+                span.record("redraft.usage.output_tokens", int(record.tokens_out));
                 info!(
                     iteration,
                     status = record.status.as_str(),
@@ -404,13 +410,10 @@ impl Runner {
         let span = Span::current();
         span.record("redraft.status", if result.succeeded() { "succeeded" } else { "failed" });
         span.record("redraft.halted_because", result.halted_because.as_str());
-        span.record("redraft.iterations", result.iterations);
-        span.record("gen_ai.usage.input_tokens", result.metrics.tokens_in);
-        span.record("gen_ai.usage.output_tokens", result.metrics.tokens_out);
+        span.record("redraft.iterations", i64::from(result.iterations));
+        span.record("redraft.usage.input_tokens", int(result.metrics.tokens_in));
+        span.record("redraft.usage.output_tokens", int(result.metrics.tokens_out));
         info!(status = ?result.status, halted_because = %result.halted_because, iterations = result.iterations, "run finished");
-        for o in &self.observers {
-            o.run_finished(&result).await;
-        }
         Ok(Finished { result, provider_error })
     }
 
@@ -487,8 +490,8 @@ impl Runner {
                 }
                 Ok(Ok(response)) => {
                     if let Some(usage) = &response.usage {
-                        span.record("gen_ai.usage.input_tokens", usage.input_tokens);
-                        span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+                        span.record("gen_ai.usage.input_tokens", int(usage.input_tokens));
+                        span.record("gen_ai.usage.output_tokens", int(usage.output_tokens));
                     }
                     return Ok(Proposal::Answered(response));
                 }
@@ -521,7 +524,7 @@ impl Runner {
             let span = info_span!(
                 "evaluator",
                 redraft.evaluator = evaluator.name(),
-                redraft.iteration = iteration,
+                redraft.iteration = i64::from(iteration),
                 redraft.score = Empty,
                 redraft.passed = Empty,
                 error.type = Empty,
@@ -529,7 +532,9 @@ impl Runner {
             );
             let outcome = evaluator.evaluate(input).instrument(span.clone()).await;
             match &outcome {
-                Ok(verdict) => span.record("redraft.score", verdict.score.get()).record("redraft.passed", verdict.passed),
+                Ok(verdict) => {
+                    span.record("redraft.score", verdict.score.get()).record("redraft.passed", verdict.passed)
+                }
                 Err(_) => span.record("error.type", "evaluator_error").record("otel.status_code", "ERROR"),
             };
             let outcome = outcome.map(|mut verdict| {
@@ -555,13 +560,19 @@ fn provider_call_span(name: &str, request: &ChatRequest) -> Span {
         gen_ai.system = system,
         gen_ai.request.model = model,
         gen_ai.request.temperature = request.temperature.map(f64::from),
-        gen_ai.request.max_tokens = request.max_tokens,
-        redraft.iteration = request.iteration,
+        gen_ai.request.max_tokens = request.max_tokens.map(i64::from),
+        redraft.iteration = i64::from(request.iteration),
         gen_ai.usage.input_tokens = Empty,
         gen_ai.usage.output_tokens = Empty,
         error.type = Empty,
         otel.status_code = Empty,
     )
+}
+
+/// A count as a span attribute: OpenTelemetry integers are `i64` (tracing-opentelemetry would
+/// export a `u64` as text).
+fn int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// A short, low-cardinality name for a provider failure (the `error.type` attribute).

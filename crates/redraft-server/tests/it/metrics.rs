@@ -181,18 +181,22 @@ async fn attempts_tokens_and_cost_carry_the_proposer_model() {
     let (code, text) = live.post("/v1/iterate", "application/json", run.to_string()).await;
     assert_eq!(code, 200, "{text}");
     let result: Value = serde_json::from_str(&text).unwrap();
-    let models: Vec<&str> = result["history"].as_array().unwrap().iter().map(|a| a["model"].as_str().unwrap()).collect();
+    let models: Vec<&str> =
+        result["history"].as_array().unwrap().iter().map(|a| a["model"].as_str().unwrap()).collect();
     assert_eq!(models, ["fake/m", "fake/m"]);
 
     let (text, samples) = live.scrape().await;
     let attempts = |status: &str| value(&samples, "redraft_attempts_total", &[("model", "fake/m"), ("status", status)]);
     assert_eq!((attempts("rejected"), attempts("accepted")), (1.0, 1.0), "{text}");
-    let tokens = |direction: &str| value(&samples, "redraft_tokens_total", &[("model", "fake/m"), ("direction", direction)]);
+    let tokens =
+        |direction: &str| value(&samples, "redraft_tokens_total", &[("model", "fake/m"), ("direction", direction)]);
     assert_eq!(tokens("in"), result["metrics"]["tokens_in"].as_f64().unwrap(), "{text}");
     assert_eq!(tokens("out"), result["metrics"]["tokens_out"].as_f64().unwrap(), "{text}");
     assert_eq!(value(&samples, "redraft_cost_usd_total", &[("model", "fake/m")]), 0.0, "no price is configured");
     assert!(
-        samples.iter().any(|s| s.name == "redraft_cost_usd_total" && s.labels.get("model").map(String::as_str) == Some("fake/m")),
+        samples
+            .iter()
+            .any(|s| s.name == "redraft_cost_usd_total" && s.labels.get("model").map(String::as_str) == Some("fake/m")),
         "the cost of the model is exposed: {text}"
     );
     for family in ["redraft_attempts_total", "redraft_tokens_total", "redraft_cost_usd_total"] {
