@@ -18,6 +18,28 @@ pub struct Cli {
     /// Log more to stderr (-v info, -vv debug). `RUST_LOG` works too.
     #[arg(short, long, global = true, action = clap::ArgAction::Count, help_heading = "Global options")]
     pub verbose: u8,
+
+    /// Log lines on stderr as text (coloured only on a terminal) or json (one object per line).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "FORMAT",
+        default_value_t = LogFormat::Text,
+        env = "REDRAFT_LOG_FORMAT",
+        help_heading = "Global options"
+    )]
+    pub log_format: LogFormat,
+}
+
+/// The format of log lines on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    // Plain comments: variant docs would turn `--help` into the long layout for every flag.
+    // Human-readable lines.
+    Text,
+    // One JSON object per line, with `timestamp`, `level`, `message` and the event's fields.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]

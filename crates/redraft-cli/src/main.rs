@@ -9,24 +9,31 @@ mod args;
 mod commands;
 mod input;
 mod output;
+mod telemetry;
 mod until;
 
 use std::process::ExitCode;
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 
 use crate::args::{Cli, Command};
 use crate::commands::Outcome;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
             return ExitCode::from(2);
+        }
+    };
+    // Logs, and traces when an OTLP endpoint is configured (sent from the runtime).
+    let telemetry = {
+        let _runtime = runtime.enter();
+        match telemetry::init(cli.log_format, cli.verbose, cli.config.as_deref()) {
+            Ok(telemetry) => telemetry,
+            Err(e) => return exit_code(Err(e)),
         }
     };
     let outcome = runtime.block_on(async {
@@ -44,6 +51,7 @@ fn main() -> ExitCode {
             Command::Mcp(args) => commands::mcp::run(args, cli.config.as_deref()).await,
         }
     });
+    runtime.block_on(telemetry.shutdown());
     exit_code(outcome)
 }
 
@@ -62,15 +70,4 @@ fn exit_code(outcome: anyhow::Result<Outcome>) -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-fn init_logging(verbose: u8) {
-    let default = match verbose {
-        0 => "warn",
-        1 => "info",
-        _ => "debug",
-    };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
 }

@@ -52,13 +52,15 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub use error::ApiError;
+pub use metrics::{MAX_MODELS, Metrics, ShedReason};
 pub use origin::AllowListError;
 pub use serve::{Server, ServerError, shutdown_signal, tokens_from_env};
 pub use state::AppState;
 
 /// The whole HTTP API over `state`, with its layers: request ids, tracing, the gate
 /// (the `Host` names this server, a browser's page may call it, the bearer token, JSON bodies;
-/// CORS for `[server] cors_origins`) and the body-size limit.
+/// CORS for `[server] cors_origins`), the body-size limit and the request metrics (outermost, so
+/// that refusals count too).
 pub fn router(state: AppState) -> Router {
     let (api, doc) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(runs::iterate))
@@ -99,4 +101,6 @@ pub fn router(state: AppState) -> Router {
                 )
                 .layer(PropagateRequestIdLayer::x_request_id()),
         )
+        // Per route, after routing: the route template is known (the fallback has none).
+        .layer(middleware::from_fn_with_state(state.clone(), metrics::track))
 }

@@ -27,9 +27,10 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Value> {
     get,
     path = "/metrics",
     tag = "operations",
-    responses((status = 200, description = "Runs by status and halt reason, attempts, tokens, cost, attempt durations", content_type = "text/plain"))
+    responses((status = 200, description = "HTTP requests by route and status with latency; runs by status and halt reason; attempts, tokens and cost by model; attempt durations; transport retries; the run queue", content_type = "text/plain"))
 )]
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    state.refresh_queue_metrics().await;
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.metrics().render(state.in_flight()))
 }
 

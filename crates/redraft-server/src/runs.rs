@@ -75,6 +75,7 @@ pub async fn run_and_wait(state: &AppState, spec: RunSpec) -> Result<RunResult, 
         Accepted::Queued => match state.executor().wait(&run_id).await? {
             Some(result) => Ok(result),
             None => {
+                state.metrics().run_shed(crate::metrics::ShedReason::Overloaded);
                 let waited = redraft::core::duration::format(state.config().queue.max_wait);
                 Err(ApiError::busy(
                     format!(

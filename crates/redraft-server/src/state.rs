@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::ApiError;
 use crate::events::{LiveObserver, LiveRun, RunEvent};
-use crate::metrics::{Metrics, MetricsObserver};
+use crate::metrics::{Metrics, MetricsObserver, ShedReason};
 
 /// The server's shared state. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -70,6 +70,7 @@ impl RunHooks for ServerHooks {
 
     fn claimed(&self, run_id: &str, takeover: bool) {
         if takeover {
+            self.metrics.lease_takeover();
             tracing::warn!(%run_id, "took over a run whose worker stopped renewing its lease");
         }
     }
@@ -165,6 +166,15 @@ impl AppState {
         self.inner.hooks.live_map().len()
     }
 
+    /// Bring the queue gauges up to date (before `/metrics` is rendered).
+    pub async fn refresh_queue_metrics(&self) {
+        match self.inner.store.queue_depth().await {
+            Ok(depth) => self.metrics().set_queue_depth(depth),
+            Err(e) => tracing::warn!("cannot count the queued runs: {e}"),
+        }
+        self.metrics().set_runs_waiting(u64::try_from(self.inner.executor.waiting()).unwrap_or(u64::MAX));
+    }
+
     /// Check a spec as a run would, without running anything: 400/403/404 when it cannot run.
     pub fn check(&self, spec: &RunSpec) -> Result<(), ApiError> {
         Ok(self.inner.executor.check(spec)?)
@@ -174,12 +184,21 @@ impl AppState {
     /// when the queue is full, the store cannot take it, or the server is stopping.
     pub async fn accept(&self, run_id: &str, spec: &RunSpec) -> Result<Accepted, ApiError> {
         if self.inner.shutdown.is_cancelled() {
+            self.metrics().run_shed(ShedReason::ShuttingDown);
             return Err(ApiError::shutting_down());
         }
         match self.inner.executor.accept(run_id, spec).await {
             Ok(accepted) => Ok(accepted),
-            Err(AcceptError::Busy(message)) => Err(ApiError::busy(message, 2)),
-            Err(AcceptError::Config(ConfigError::Store(e))) if e.is_transient() => Err(ApiError::overloaded(&e)),
+            Err(AcceptError::Busy(message)) => {
+                let reason =
+                    if self.inner.executor.is_stopping() { ShedReason::ShuttingDown } else { ShedReason::QueueFull };
+                self.metrics().run_shed(reason);
+                Err(ApiError::busy(message, 2))
+            }
+            Err(AcceptError::Config(ConfigError::Store(e))) if e.is_transient() => {
+                self.metrics().run_shed(ShedReason::Overloaded);
+                Err(ApiError::overloaded(&e))
+            }
             Err(AcceptError::Config(e)) => Err(e.into()),
             Err(e) => Err(ApiError::internal(e.to_string())),
         }

@@ -61,6 +61,8 @@ pub struct Config {
     /// The queue of runs shared by `serve` and `worker` processes: leases, bounds, waits
     /// (`[queue]`).
     pub queue: QueueConfig,
+    /// Where traces go (`[telemetry]`).
+    pub telemetry: TelemetryConfig,
 }
 
 /// `[queue]`: how `serve` and `worker` processes share the stored runs.
@@ -105,6 +107,15 @@ impl QueueConfig {
     pub fn heartbeat(&self) -> Duration {
         self.heartbeat.min(self.lease / 3).max(Duration::from_millis(10))
     }
+}
+
+/// `[telemetry]`: traces over OTLP.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// The OTLP/HTTP collector (`http://host:4318`) that receives traces at its `/v1/traces`;
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`, when set, is used instead. By default, none: no traces.
+    pub otlp_endpoint: Option<String>,
 }
 
 /// `[server]`: what `redraft serve` (and the other network faces) allow.
@@ -187,6 +198,7 @@ impl Default for Config {
             sandboxes: BTreeMap::new(),
             server: ServerConfig::default(),
             queue: QueueConfig::default(),
+            telemetry: TelemetryConfig::default(),
         }
     }
 }
@@ -230,8 +242,8 @@ const ENV_KEYS: &[(&str, &[&str])] = &[
 ];
 
 /// `REDRAFT_*` variables that are not config keys (the config path; what agents are given; the
-/// server's default tokens variable; the Python the tests use).
-const ENV_NOT_KEYS: &[&str] = &["config", "prompt_file", "iteration", "tokens", "python"];
+/// server's default tokens variable; the Python the tests use; the log format).
+const ENV_NOT_KEYS: &[&str] = &["config", "prompt_file", "iteration", "tokens", "python", "log_format"];
 
 /// The provider types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -521,6 +521,11 @@ impl Executor {
         released
     }
 
+    /// Requests in this process waiting for a run's result.
+    pub fn waiting(&self) -> usize {
+        self.waiters().values().map(Vec::len).sum()
+    }
+
     fn waiters(&self) -> MutexGuard<'_, HashMap<String, Vec<oneshot::Sender<RunResult>>>> {
         self.waiters.lock().unwrap_or_else(|e| e.into_inner())
     }

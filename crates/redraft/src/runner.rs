@@ -12,7 +12,8 @@ use redraft_core::{
 use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, info, info_span, warn};
+use tracing::field::Empty;
+use tracing::{Instrument, Span, info, info_span, warn};
 
 use crate::check::{Check, Rejection};
 use crate::error::ConfigError;
@@ -310,8 +311,23 @@ impl Runner {
 
     pub(crate) async fn run_inner(&self, task: Task, options: RunOptions) -> Result<Finished, ConfigError> {
         let run_id = options.run_id.clone().unwrap_or_else(new_run_id);
-        let span = info_span!("run", run_id = %run_id, model = %self.template.model);
-        self.drive(run_id, task, options).instrument(span).await
+        let span = info_span!(
+            "run",
+            redraft.run_id = %run_id,
+            redraft.model = %self.template.model,
+            redraft.status = Empty,
+            redraft.halted_because = Empty,
+            redraft.iterations = Empty,
+            redraft.usage.input_tokens = Empty,
+            redraft.usage.output_tokens = Empty,
+        );
+        let finished = self.drive(run_id, task, options).instrument(span).await?;
+        // After the run's span has closed: an observer's store may hand the current span to a
+        // worker thread (SQLite does), which would keep the span open past the run's end.
+        for o in &self.observers {
+            o.run_finished(&finished.result).await;
+        }
+        Ok(finished)
     }
 
     async fn drive(&self, run_id: String, task: Task, options: RunOptions) -> Result<Finished, ConfigError> {
@@ -338,9 +354,20 @@ impl Runner {
             let t0 = Instant::now();
             let started_at = crate::clock::now_rfc3339();
             let provider = self.proposers.get(proposer).or(self.proposers.first()).cloned();
+            let span = info_span!(
+                "attempt",
+                redraft.run_id = %run_id,
+                redraft.iteration = i64::from(iteration),
+                redraft.proposer = int(proposer as u64),
+                redraft.model = Empty,
+                redraft.attempt.status = Empty,
+                redraft.score = Empty,
+                redraft.usage.input_tokens = Empty,
+                redraft.usage.output_tokens = Empty,
+            );
             let attempt = self
-                .attempt(provider, &engine, iteration, &request, &context, deadline)
-                .instrument(info_span!("attempt", iteration, proposer));
+                .attempt(&run_id, provider, &engine, iteration, &request, &context, deadline)
+                .instrument(span.clone());
             let wall = async {
                 match deadline {
                     Some(d) => tokio::time::sleep_until(d).await,
@@ -371,6 +398,11 @@ impl Runner {
                 end,
             };
             if let Some(record) = engine.settle(outcome) {
+                span.record("redraft.model", record.model.as_deref());
+                span.record("redraft.attempt.status", record.status.as_str());
+                span.record("redraft.score", record.score.get());
+                span.record("redraft.usage.input_tokens", int(record.tokens_in));
+                span.record("redraft.usage.output_tokens", int(record.tokens_out));
                 info!(
                     iteration,
                     status = record.status.as_str(),
@@ -384,18 +416,23 @@ impl Runner {
             }
         }
         let result = engine.finish(&run_id, start.elapsed());
+        let span = Span::current();
+        span.record("redraft.status", if result.succeeded() { "succeeded" } else { "failed" });
+        span.record("redraft.halted_because", result.halted_because.as_str());
+        span.record("redraft.iterations", i64::from(result.iterations));
+        span.record("redraft.usage.input_tokens", int(result.metrics.tokens_in));
+        span.record("redraft.usage.output_tokens", int(result.metrics.tokens_out));
         info!(status = ?result.status, halted_because = %result.halted_because, iterations = result.iterations, "run finished");
-        for o in &self.observers {
-            o.run_finished(&result).await;
-        }
         Ok(Finished { result, provider_error })
     }
 
     /// One attempt: propose (with transport retries), extract, evaluate. `attempt_timeout`
     /// bounds the calls and the evaluation together; the waits between retries are not counted
     /// (a server's `Retry-After` is bounded by the wall time, see [`Runner::propose`]).
+    #[allow(clippy::too_many_arguments)]
     async fn attempt(
         &self,
+        run_id: &str,
         provider: Option<Arc<dyn ChatProvider>>,
         engine: &Engine,
         iteration: u32,
@@ -405,7 +442,7 @@ impl Runner {
     ) -> Result<AttemptEnd, ProviderError> {
         let provider = provider.ok_or_else(|| ProviderError::Failed { message: "no proposer is configured".into() })?;
         let mut left = engine.plan().policy.attempt_timeout;
-        let response = match self.propose(provider.as_ref(), request, &mut left, deadline).await {
+        let response = match self.propose(run_id, provider.as_ref(), request, &mut left, deadline).await {
             Ok(Proposal::Answered(response)) => response,
             Ok(Proposal::TimedOut) => return Ok(AttemptEnd::TimedOut),
             // The model's answer is too big: an attempt that failed, not a transport failure.
@@ -443,6 +480,7 @@ impl Runner {
     /// `max_delay`); a longer one ends the run as a provider error that names the wait.
     async fn propose(
         &self,
+        run_id: &str,
         provider: &dyn ChatProvider,
         request: &ChatRequest,
         left: &mut Duration,
@@ -451,17 +489,31 @@ impl Runner {
         let mut retries = 0;
         loop {
             let t0 = Instant::now();
-            let called = tokio::time::timeout(*left, provider.complete(request)).await;
+            let span = provider_call_span(provider.name(), request);
+            let called = tokio::time::timeout(*left, provider.complete(request).instrument(span.clone())).await;
             *left = left.saturating_sub(t0.elapsed());
             let error = match called {
-                Err(_) => return Ok(Proposal::TimedOut),
-                Ok(Ok(response)) => return Ok(Proposal::Answered(response)),
+                Err(_) => {
+                    span.record("error.type", "timeout").record("otel.status_code", "ERROR");
+                    return Ok(Proposal::TimedOut);
+                }
+                Ok(Ok(response)) => {
+                    if let Some(usage) = &response.usage {
+                        span.record("gen_ai.usage.input_tokens", int(usage.input_tokens));
+                        span.record("gen_ai.usage.output_tokens", int(usage.output_tokens));
+                    }
+                    return Ok(Proposal::Answered(response));
+                }
                 Ok(Err(error)) => error,
             };
+            span.record("error.type", error_type(&error)).record("otel.status_code", "ERROR");
             let wall_time_left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             match self.retry.decide(retries, &error, fastrand::f64(), wall_time_left) {
                 RetryDecision::Retry { after } => {
                     warn!(retry = retries + 1, after_ms = after.as_millis() as u64, %error, "transport failure; retrying");
+                    for o in &self.observers {
+                        o.transport_retry(run_id, provider.name(), &error).await;
+                    }
                     tokio::time::sleep(after).await;
                     retries += 1;
                 }
@@ -478,7 +530,23 @@ impl Runner {
         let input = EvalInput { artifact, context, iteration };
         let mut outcomes = Vec::with_capacity(self.evaluators.len());
         for evaluator in &self.evaluators {
-            let outcome = evaluator.evaluate(input).await.map(|mut verdict| {
+            let span = info_span!(
+                "evaluator",
+                redraft.evaluator = evaluator.name(),
+                redraft.iteration = i64::from(iteration),
+                redraft.score = Empty,
+                redraft.passed = Empty,
+                error.type = Empty,
+                otel.status_code = Empty,
+            );
+            let outcome = evaluator.evaluate(input).instrument(span.clone()).await;
+            match &outcome {
+                Ok(verdict) => {
+                    span.record("redraft.score", verdict.score.get()).record("redraft.passed", verdict.passed)
+                }
+                Err(_) => span.record("error.type", "evaluator_error").record("otel.status_code", "ERROR"),
+            };
+            let outcome = outcome.map(|mut verdict| {
                 for issue in &mut verdict.issues {
                     issue.evaluator.get_or_insert_with(|| evaluator.name().to_owned());
                 }
@@ -487,5 +555,46 @@ impl Runner {
             outcomes.push(outcome);
         }
         redraft_core::evaluator::combine(outcomes)
+    }
+}
+
+/// The span of one call to the proposer, with the OpenTelemetry GenAI attributes known before
+/// the answer (`provider/model` split into the provider and the model).
+fn provider_call_span(name: &str, request: &ChatRequest) -> Span {
+    let (system, model) = name.split_once('/').unwrap_or((name, name));
+    info_span!(
+        "provider call",
+        gen_ai.operation.name = "chat",
+        gen_ai.provider.name = system,
+        gen_ai.system = system,
+        gen_ai.request.model = model,
+        gen_ai.request.temperature = request.temperature.map(f64::from),
+        gen_ai.request.max_tokens = request.max_tokens.map(i64::from),
+        redraft.iteration = i64::from(request.iteration),
+        gen_ai.usage.input_tokens = Empty,
+        gen_ai.usage.output_tokens = Empty,
+        error.type = Empty,
+        otel.status_code = Empty,
+    )
+}
+
+/// A count as a span attribute: OpenTelemetry integers are `i64` (tracing-opentelemetry would
+/// export a `u64` as text).
+fn int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// A short, low-cardinality name for a provider failure (the `error.type` attribute).
+fn error_type(error: &ProviderError) -> String {
+    match error {
+        ProviderError::Status { status, .. } | ProviderError::Unauthorized { status, .. } => status.to_string(),
+        ProviderError::RateLimited { .. } => "429".into(),
+        ProviderError::Connect { .. } => "connect".into(),
+        ProviderError::Timeout { .. } => "timeout".into(),
+        ProviderError::Cut { .. } => "cut".into(),
+        ProviderError::InvalidResponse { .. } => "invalid_response".into(),
+        ProviderError::ResponseTooLarge { .. } => "response_too_large".into(),
+        ProviderError::WaitTooLong { .. } => "wait_too_long".into(),
+        _ => "provider_error".into(),
     }
 }

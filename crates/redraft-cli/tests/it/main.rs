@@ -11,10 +11,12 @@ mod extract_validate;
 mod faces;
 mod help;
 mod kinds;
+mod logs;
 mod mcp;
 mod run;
 mod runs;
 mod serve;
+mod telemetry;
 mod until;
 
 use std::path::{Path, PathBuf};

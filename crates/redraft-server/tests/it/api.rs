@@ -332,10 +332,10 @@ async fn health_metrics_viewer_and_unknown_paths() {
     assert!(m.header("content-type").unwrap().starts_with("text/plain; version=0.0.4"));
     for line in [
         "redraft_runs_total{status=\"succeeded\",halted_because=\"success\"} 1",
-        "redraft_attempts_total{status=\"accepted\"} 1",
-        "redraft_attempts_total{status=\"rejected\"} 1",
-        "redraft_tokens_total{direction=\"in\"} 200",
-        "redraft_tokens_total{direction=\"out\"} 40",
+        "redraft_attempts_total{model=\"fake/m\",status=\"accepted\"} 1",
+        "redraft_attempts_total{model=\"fake/m\",status=\"rejected\"} 1",
+        "redraft_tokens_total{model=\"fake/m\",direction=\"in\"} 200",
+        "redraft_tokens_total{model=\"fake/m\",direction=\"out\"} 40",
         "redraft_attempt_duration_seconds_count 2",
         "redraft_attempt_duration_seconds_bucket{le=\"+Inf\"} 2",
         "# TYPE redraft_attempt_duration_seconds histogram",

@@ -92,6 +92,8 @@ async fn a_run_that_waited_too_long_for_a_slot_is_withdrawn_with_503() {
     assert_eq!(second.header("retry-after"), Some("5"));
     assert_eq!(second.json["error"]["code"], "busy");
     assert!(second.json["error"]["message"].as_str().unwrap().contains("withdrawn"), "{}", second.text);
+    let metrics = h.call("GET", "/metrics", None).await.text;
+    assert!(metrics.contains("\nredraft_runs_shed_total{reason=\"overloaded\"} 1\n"), "{metrics}");
     // Withdrawn: not stored, never sent to the model.
     let runs = h.call("GET", "/v1/runs", None).await;
     assert_eq!(runs.json["runs"].as_array().unwrap().len(), 1, "{}", runs.text);
@@ -127,6 +129,10 @@ async fn a_full_queue_is_503_with_retry_after_and_stores_nothing() {
     );
     let runs = h.call("GET", "/v1/runs", None).await;
     assert_eq!(runs.json["runs"].as_array().unwrap().len(), 2, "{}", runs.text);
+    // An operator sees the queue and what was shed.
+    let metrics = h.call("GET", "/metrics", None).await.text;
+    assert!(metrics.contains("\nredraft_queue_depth 1\n"), "{metrics}");
+    assert!(metrics.contains("\nredraft_runs_shed_total{reason=\"queue_full\"} 2\n"), "{metrics}");
 }
 
 #[tokio::test]

@@ -9,6 +9,7 @@ mod browser;
 mod gate;
 mod hostile_exec;
 mod limits;
+mod metrics;
 mod openapi;
 mod proxy;
 mod python;

@@ -185,6 +185,16 @@ async fn a_run_whose_worker_died_is_taken_over_with_nothing_lost_or_repeated() {
         result["history"].as_array().unwrap().iter().map(|a| a["artifact"]["city"].as_str().unwrap()).collect();
     assert_eq!(cities, ["Dayton", "Toledo"], "attempt 1 kept, attempt 2 made once");
     assert_eq!(h.model.calls().await, 1, "only the missing attempt was asked for");
+    // Both servers share the store: whichever took the run over counted it.
+    let metrics = app.clone().oneshot(request("GET", "/metrics", None)).await.unwrap();
+    let metrics = axum::body::to_bytes(metrics.into_body(), usize::MAX).await.unwrap();
+    let metrics = String::from_utf8_lossy(&metrics).into_owned() + &h.call("GET", "/metrics", None).await.text;
+    let takeovers: u32 = metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("redraft_lease_takeovers_total "))
+        .map(|n| n.parse::<u32>().unwrap())
+        .sum();
+    assert_eq!(takeovers, 1, "{metrics}");
     let feedback = redraft_testkit::last_user_message(&h.model.bodies().await[0]);
     assert!(feedback.starts_with("Attempt 2 of 3.") && feedback.contains("Dayton"), "{feedback}");
     assert_result_snapshot!(json!({"status": result["status"], "iterations": result["iterations"], "halted_because": result["halted_because"]}), @r#"
