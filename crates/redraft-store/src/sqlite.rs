@@ -54,6 +54,22 @@ impl SqliteStore {
     /// or `:memory:` / `sqlite::memory:` for a private in-memory database (one connection; it
     /// lives as long as this store).
     pub async fn open(location: &str) -> Result<Self, StoreError> {
+        // Two processes creating a new file at once (a server and `redraft runs list`) can find
+        // it locked while the other switches it to WAL or applies the migrations: try again.
+        let mut tries = 0;
+        loop {
+            match Self::open_once(location).await {
+                Err(StoreError::Open { message, .. }) if tries < 5 && is_contention(&message) => {
+                    tries += 1;
+                    tracing::debug!(location, "the new store is busy ({message}); trying again");
+                    tokio::time::sleep(Duration::from_millis(50 * tries)).await;
+                }
+                opened => return opened,
+            }
+        }
+    }
+
+    async fn open_once(location: &str) -> Result<Self, StoreError> {
         let open_error = |message: String| StoreError::Open { location: location.to_owned(), message };
         let (options, place) = parse_location(location).map_err(|e| open_error(e.to_string()))?;
         let options = options
@@ -122,6 +138,15 @@ async fn migrate(pool: &SqlitePool, location: &str) -> Result<(), StoreError> {
         location: location.to_owned(),
         message: format!("cannot apply the migrations: {e}"),
     })
+}
+
+/// Whether opening failed because another process was creating the same file: it was locked,
+/// or the loser of a race to apply the migrations found a table or column the winner just
+/// created.
+fn is_contention(message: &str) -> bool {
+    ["database is locked", "database is busy", "already exists", "duplicate column name"]
+        .iter()
+        .any(|m| message.contains(m))
 }
 
 /// Connect options and kind of place for a path or `sqlite:` URL.

@@ -767,6 +767,25 @@ mod sqlite_only {
         assert!(after[1] > saved[0], "attempt 2 was first recorded with the result: {after:?}");
     }
 
+    /// Several processes opening a new file at once (a server and `redraft runs list`) all get
+    /// a working store: the migrations are applied once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn stores_opened_at_once_on_a_new_file_all_work() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("redraft.db").to_str().unwrap().to_owned();
+        let opening: Vec<_> = (0..8)
+            .map(|_| {
+                let path = path.clone();
+                tokio::spawn(async move { SqliteStore::open(&path).await })
+            })
+            .collect();
+        for (i, store) in opening.into_iter().enumerate() {
+            let store = store.await.unwrap().unwrap();
+            store.insert_run(&queued(&format!("r{i}"), &SPEC)).await.unwrap();
+        }
+        assert_eq!(SqliteStore::open(&path).await.unwrap().queue_depth().await.unwrap(), 8);
+    }
+
     /// The file is in WAL mode with foreign keys enforced.
     #[tokio::test]
     async fn the_file_is_in_wal_mode() {

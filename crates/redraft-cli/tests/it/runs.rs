@@ -113,11 +113,12 @@ async fn resuming_a_run_that_is_alive_elsewhere_is_refused() {
         .unwrap();
     let mut run_id = String::new();
     for _ in 0..200 {
-        if model.calls().await >= 1 && dir.path().join(".redraft/redraft.db").exists() {
-            if let Some(r) = runs_json(dir.path()).await.first() {
-                run_id = r["run_id"].as_str().unwrap().to_owned();
-                break;
-            }
+        if model.calls().await >= 1
+            && dir.path().join(".redraft/redraft.db").exists()
+            && let Some(r) = runs_json(dir.path()).await.first()
+        {
+            run_id = r["run_id"].as_str().unwrap().to_owned();
+            break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
