@@ -23,7 +23,7 @@ use crate::rows::{
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
 /// Connections per store.
-const CONNECTIONS: u32 = 10;
+const CONNECTIONS: u32 = 32;
 /// How long to wait for a connection before failing.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Runs listed when the filter sets no limit.
@@ -120,11 +120,13 @@ async fn upsert_attempt(
     Ok(())
 }
 
-/// Claim the oldest run whose worker stopped renewing its lease.
+/// Claim the oldest run whose worker stopped renewing its lease (never the claimer's own: it is
+/// alive, so it is still running it).
 const CLAIM_EXPIRED: &str = "UPDATE runs SET state = 'running', worker_id = $1, lease_until = redraft_now_ms() + $2,
          updated_at = redraft_now_ms()
      WHERE id = (SELECT id FROM runs
                  WHERE state = 'running' AND (lease_until IS NULL OR lease_until < redraft_now_ms()) AND NOT local
+                     AND worker_id IS DISTINCT FROM $1
                  ORDER BY created_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED)
      RETURNING id";
 
@@ -184,21 +186,20 @@ impl Store for PostgresStore {
         let run_id = new.run_id;
         let action = || format!("insert run `{run_id}`");
         let spec_text = encode_spec(run_id, new.spec)?;
-        if let (None, Some(max)) = (new.holder, new.max_queued) {
-            // Approximate under concurrent inserts (by at most the number of API nodes), which
-            // is what a bound on waiting work needs.
-            let queued = self.queue_depth().await?;
-            if queued >= max {
-                return Err(StoreError::QueueFull { queued });
-            }
-        }
         let (state, worker_id, ttl) = match new.holder {
             Some(lease) => ("running", Some(lease.worker_id), Some(lease_ms(lease.ttl))),
             None => ("queued", None, None),
         };
+        // One statement: the bound on waiting runs is checked as the row is inserted
+        // (approximate under concurrent inserts, by at most the number of API nodes).
+        let max_queued = match new.holder {
+            None => new.max_queued.map(|m| i64::try_from(m).unwrap_or(i64::MAX)),
+            Some(_) => None,
+        };
         let inserted = sqlx::query(
             "INSERT INTO runs (id, state, spec, created_at, updated_at, model, worker_id, lease_until, local)
-             VALUES ($1, $2, $3::json, redraft_now_ms(), redraft_now_ms(), $4, $5, redraft_now_ms() + $6, $7)
+             SELECT $1, $2, $3::json, redraft_now_ms(), redraft_now_ms(), $4, $5, redraft_now_ms() + $6, $7
+             WHERE $8::BIGINT IS NULL OR (SELECT COUNT(*) FROM runs WHERE state = 'queued') < $8::BIGINT
              ON CONFLICT (id) DO NOTHING",
         )
         .bind(run_id)
@@ -208,10 +209,19 @@ impl Store for PostgresStore {
         .bind(worker_id)
         .bind(ttl)
         .bind(new.local)
+        .bind(max_queued)
         .execute(&self.pool)
         .await
         .map_err(|e| failed(action(), e))?;
         if inserted.rows_affected() == 0 {
+            let exists = sqlx::query_scalar::<_, i32>("SELECT 1 FROM runs WHERE id = $1")
+                .bind(run_id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| failed(action(), e))?;
+            if exists.is_none() {
+                return Err(StoreError::QueueFull { queued: self.queue_depth().await? });
+            }
             return Err(StoreError::Query { action: action(), message: "a run with this id is already stored".into() });
         }
         Ok(())

@@ -290,12 +290,15 @@ impl Store for SqliteStore {
         let action = || format!("claim a run for worker `{worker_id}`");
         let now = now_ms();
         let mut tx = self.write(action).await?;
-        // Runs whose worker stopped renewing first (they are older), then the queue.
+        // Runs whose worker stopped renewing first (they are older), then the queue. Never a
+        // run of this worker's own: it is alive (it is asking), so it is still running it.
         let expired = sqlx::query_scalar::<_, String>(
             "SELECT id FROM runs WHERE state = 'running' AND (lease_until IS NULL OR lease_until < $1) AND NOT local
+                 AND worker_id IS NOT $2
              ORDER BY created_at, seq LIMIT 1",
         )
         .bind(now)
+        .bind(worker_id)
         .fetch_optional(&mut *tx)
         .await
         .map_err(|e| failed(action(), e))?;

@@ -574,7 +574,12 @@ async fn expired_leases_are_taken_over(store: Arc<dyn Store>) {
     assert_eq!(renewal.held, ["long"], "w2 does not hold `short`");
     assert!(renewal.cancel.is_empty());
 
-    // w1 stops renewing `short`: once its lease has run out, the next claim takes it over.
+    // w1 stops renewing `short`. w1 itself never takes its own run over (it is alive, so it is
+    // still running it); once the lease has run out, another worker's next claim does.
+    while now_ms() < store.run("short").await.unwrap().unwrap().holder.unwrap().lease_until_ms + 10 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(store.claim_next(&short).await.unwrap(), None);
     store.save_attempt("short", "w1", &attempt(1, 0.2, Some(json!(1)))).await.unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let taken = loop {

@@ -5,6 +5,7 @@
 //! under test visibly.
 
 pub mod anthropic;
+pub mod conversation;
 pub mod hostile;
 pub mod ollama;
 pub mod processes;
@@ -16,6 +17,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
 
+pub use conversation::ByAttempt;
 pub use raw::{RawReply, RawRequest, RawServer};
 pub use scripted::ScriptedServer;
 pub use wiremock::ResponseTemplate as Reply;

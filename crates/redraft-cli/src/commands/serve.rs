@@ -20,6 +20,11 @@ pub async fn run(args: ServeArgs, config_path: Option<&Path>) -> Result<Outcome>
     let tokens = tokens_from_env(&config.server.tokens_env);
     let server = Server::bind(config, args.addr.as_deref(), tokens).await?;
     eprintln!("redraft: listening on http://{}", server.local_addr()?);
+    let executor = server.state().executor();
+    match executor.capacity() {
+        0 => eprintln!("redraft: accepting runs only (--no-worker): `redraft worker` processes execute them"),
+        n => eprintln!("redraft: worker {} executing up to {n} run(s) at once", executor.worker().id()),
+    }
     server.run(shutdown_signal()).await?;
     eprintln!("redraft: stopped");
     Ok(Outcome::Success)

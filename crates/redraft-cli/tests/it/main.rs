@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_debug_implementations)] // test code
 
+mod chaos;
 mod decide;
 mod escape;
 mod evaluators;
