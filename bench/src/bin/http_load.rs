@@ -10,8 +10,8 @@
 //! all spawned first and wait on one signal; the clock starts when it is given. A request
 //! counts as succeeded when the answer is 200 and its JSON says `"status": "succeeded"` (and,
 //! with `--expect-attempts`, has that many attempts in its history); anything else — another
-//! status, a body that is not such a result, a connection error, the per-request timeout — is
-//! counted as lost, by kind. Prints one JSON line: wall time (release to the last answer),
+//! status, a body that is not such a result, a connection error or a handshake the kernel gave
+//! up on, the per-request timeout — is counted as lost, by kind. Prints one JSON line: wall time (release to the last answer),
 //! latency percentiles (each request from its own send to its answer's end), outcome counts,
 //! attempts, the first few error messages, and this process's CPU and peak RSS.
 
@@ -56,10 +56,13 @@ struct Outcome {
 }
 
 fn transport_kind(e: &reqwest::Error) -> &'static str {
-    if e.is_timeout() {
-        "timeout"
+    if e.is_connect() && e.is_timeout() {
+        // the kernel gave up on the handshake (the server's accept queue was full)
+        "connect timed out"
     } else if e.is_connect() {
         "connect error"
+    } else if e.is_timeout() {
+        "timeout (--timeout-s)"
     } else if e.is_body() || e.is_decode() {
         "body error"
     } else if e.is_request() {
@@ -152,11 +155,16 @@ async fn main_inner() -> Result<Value, String> {
 
     let mut latencies = Vec::with_capacity(usize::try_from(requests).unwrap_or(0));
     let mut kinds: BTreeMap<String, u64> = BTreeMap::new();
+    // per kind: (first, last) latency
+    let mut spans: BTreeMap<String, (f64, f64)> = BTreeMap::new();
     let mut errors: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let (mut ok, mut attempts) = (0u64, 0u64);
     while let Some(joined) = set.join_next().await {
         let outcome = joined.map_err(|e| format!("a request task failed: {e}"))?;
-        latencies.push(outcome.latency.as_secs_f64());
+        let secs = outcome.latency.as_secs_f64();
+        latencies.push(secs);
+        let span = spans.entry(outcome.kind.clone()).or_insert((secs, secs));
+        *span = (span.0.min(secs), span.1.max(secs));
         attempts += outcome.attempts;
         if outcome.kind == "succeeded" {
             ok += 1;
@@ -178,6 +186,7 @@ async fn main_inner() -> Result<Value, String> {
         "client": "http-load",
         "requests": requests, "succeeded": ok, "lost": requests - ok, "attempts": attempts,
         "outcomes": kinds, "error_samples": errors,
+        "latency_s_by_outcome": spans.into_iter().map(|(k, (lo, hi))| (k, json!({"min": lo, "max": hi}))).collect::<serde_json::Map<_, _>>(),
         "wall_s": wall,
         "latency_s": {
             "min": latencies.first().copied().unwrap_or(f64::NAN),
