@@ -35,8 +35,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from benchlib import BIN, median, machine, table, write_results
-from loop_overhead import LOOP, spawn_measured
+from benchlib import BIN, LOOP, median, machine, spawn_measured, table, write_results
 
 SIZES = [int(x) for x in os.environ.get("RUNS", "5000 10000").split()]
 DELAY_MS = int(os.environ.get("DELAY_MS", "200"))
