@@ -10,8 +10,8 @@
 //! all spawned first and wait on one signal; the clock starts when it is given. A request
 //! counts as succeeded when the answer is 200 and its JSON says `"status": "succeeded"` (and,
 //! with `--expect-attempts`, has that many attempts in its history); anything else — another
-//! status, a body that is not such a result, a connection error or a handshake the kernel gave
-//! up on, the per-request timeout — is counted as lost, by kind. Prints one JSON line: wall time (release to the last answer),
+//! status, a body that is not such a result, a connection the OS timed out or reset, the
+//! per-request timeout — is counted as lost, by kind. Prints one JSON line: wall time (release to the last answer),
 //! latency percentiles (each request from its own send to its answer's end), outcome counts,
 //! attempts, the first few error messages, and this process's CPU and peak RSS.
 
@@ -55,20 +55,26 @@ struct Outcome {
     error: Option<String>,
 }
 
-fn transport_kind(e: &reqwest::Error) -> &'static str {
-    if e.is_connect() && e.is_timeout() {
-        // the kernel gave up on the handshake (the server's accept queue was full)
-        "connect timed out"
-    } else if e.is_connect() {
-        "connect error"
-    } else if e.is_timeout() {
-        "timeout (--timeout-s)"
-    } else if e.is_body() || e.is_decode() {
-        "body error"
-    } else if e.is_request() {
-        "request error"
-    } else {
-        "transport error"
+/// The kind of a transport failure. The OS's own errors are named with where they happened:
+/// a connection the server's kernel never handed to the server (its accept queue full) ends in
+/// a handshake that times out, or in a connection that times out or is reset once the request
+/// is sent; `--timeout-s` is this client's own limit.
+fn transport_kind(e: &reqwest::Error) -> String {
+    let mut os = None;
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            os = io.raw_os_error().map(|code| (code, io.kind()));
+        }
+        source = s.source();
+    }
+    let during = if e.is_connect() { "handshake" } else { "request" };
+    match os {
+        Some((code, kind)) => format!("{during}: {kind} (os error {code})"),
+        None if e.is_timeout() => "timeout (--timeout-s)".to_owned(),
+        None if e.is_connect() => "connect error".to_owned(),
+        None if e.is_body() || e.is_decode() => "body error".to_owned(),
+        None => "transport error".to_owned(),
     }
 }
 
@@ -87,11 +93,11 @@ async fn one(client: &reqwest::Client, url: &str, body: &'static [u8], expect_at
     let t = Instant::now();
     let sent = client.post(url).header(CONTENT_TYPE, HeaderValue::from_static("application/json")).body(body).send();
     let (kind, attempts, error) = match sent.await {
-        Err(e) => (transport_kind(&e).to_owned(), 0, Some(root(&e))),
+        Err(e) => (transport_kind(&e), 0, Some(root(&e))),
         Ok(resp) => {
             let status = resp.status();
             match resp.bytes().await {
-                Err(e) => (transport_kind(&e).to_owned(), 0, Some(root(&e))),
+                Err(e) => (transport_kind(&e), 0, Some(root(&e))),
                 Ok(bytes) => {
                     let parsed: Option<Value> = serde_json::from_slice(&bytes).ok();
                     let attempts = parsed.as_ref().and_then(|v| v["history"].as_array()).map_or(0, |h| h.len() as u64);
