@@ -6,6 +6,7 @@ import platform
 import re
 import statistics
 import subprocess
+import tempfile
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -14,6 +15,18 @@ CORPORA = ROOT.parent / "shared" / "corpora"
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR") or ROOT.parent / "target-bench")
 BIN = TARGET / "release"
 RESULTS = BENCH / "results"
+LOOP = BENCH / "loop"
+
+
+def spawn_measured(cmd, env=None, cwd=None):
+    """Run cmd; return (exit code, stdout, stderr, cpu seconds user+sys, max RSS KiB)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=cwd)
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return (p.returncode, out.read().decode(), err.read().decode(), ru.ru_utime + ru.ru_stime, ru.ru_maxrss)
 
 
 def run_json(cmd, **kw):

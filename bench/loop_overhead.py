@@ -16,24 +16,12 @@ import sys
 import tempfile
 import urllib.request
 
-from benchlib import BENCH, BIN, median, machine, table, write_results
+from benchlib import BENCH, BIN, LOOP, median, machine, spawn_measured, table, write_results
 
 N = int(os.environ.get("RUNS", "200"))
 W = int(os.environ.get("WARMUP", "20"))
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
-LOOP = BENCH / "loop"
 VENV = BENCH / ".venv"
-
-
-def spawn_measured(cmd, env=None, cwd=None):
-    """Run cmd; return (exit code, stdout, stderr, cpu seconds user+sys, max RSS KiB)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=cwd)
-        _, status, ru = os.wait4(p.pid, 0)
-        p.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        return (p.returncode, out.read().decode(), err.read().decode(), ru.ru_utime + ru.ru_stime, ru.ru_maxrss)
 
 
 class Server:

@@ -1,7 +1,7 @@
 //! A fast scripted OpenAI-compatible server for the loop benchmarks (its own process).
 //!
 //! ```text
-//! fake-openai [--port P] [--delay-ms D] [--backlog B]
+//! fake-openai [--port P] [--delay-ms D] [--backlog B] [--valid-first]
 //! ```
 //!
 //! Prints `LISTENING http://127.0.0.1:PORT/v1` once bound. `POST …/chat/completions` answers
@@ -12,6 +12,9 @@
 //! * 0 → prose with no JSON in it (invalid);
 //! * 1 → JSON of the wrong shape (a string total, a free-text date, no currency);
 //! * 2 or more → the valid invoice.
+//!
+//! With `--valid-first` every request gets the valid invoice, whatever the conversation, so a
+//! run takes exactly one attempt (the server benchmark).
 //!
 //! When the request offers `tools` (Instructor's and PydanticAI's tool modes), the JSON
 //! answers come as a call of the first tool, the prose as plain content. Every answer waits
@@ -52,6 +55,8 @@ struct Counters {
 
 struct App {
     delay: Duration,
+    /// Answer the valid invoice at every step.
+    valid_first: bool,
     c: Counters,
 }
 
@@ -90,7 +95,8 @@ async fn chat(State(app): State<Arc<App>>, body: Bytes) -> Response {
             if tool.is_some() {
                 c.with_tools.fetch_add(1, Ordering::Relaxed);
             }
-            let reply = match (step, tool) {
+            let answer_step = if app.valid_first { 2 } else { step };
+            let reply = match (answer_step, tool) {
                 (0, _) => completion(Some(INVALID), None),
                 (1, Some(name)) => completion(None, Some((name, WRONG))),
                 (1, None) => completion(Some(WRONG), None),
@@ -120,6 +126,7 @@ async fn stats(State(app): State<Arc<App>>) -> Response {
         "bad_requests": load(&c.bad_requests),
         "steps": c.steps.iter().map(load).collect::<Vec<_>>(),
         "messages": c.messages.iter().map(load).collect::<Vec<_>>(),
+        "in_flight": load(&c.in_flight),
         "max_in_flight": load(&c.max_in_flight),
     });
     ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
@@ -148,7 +155,8 @@ async fn main() -> Result<(), String> {
     let port = arg(&args, "--port", 0)?;
     let delay = Duration::from_millis(arg(&args, "--delay-ms", 0)?);
     let backlog = arg(&args, "--backlog", 65_535)?;
-    let app = Arc::new(App { delay, c: Counters::default() });
+    let valid_first = args.iter().any(|a| a == "--valid-first");
+    let app = Arc::new(App { delay, valid_first, c: Counters::default() });
     let router = Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/chat/completions", post(chat))
