@@ -5,6 +5,8 @@
 //! Redirects are never followed: a validator that answers 3xx is reported as broken, naming
 //! where it pointed, so an allowed URL can never lead somewhere that is not allowed.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use redraft_core::{EvalInput, Evaluator, EvaluatorError, Issue, Severity, Verdict};
@@ -26,19 +28,29 @@ impl HttpEvaluator {
     /// `timeout`; redirects are not followed.
     pub fn new(url: impl Into<String>, kind: Option<String>, timeout: Duration) -> Result<Self, EvaluatorError> {
         let url = url.into();
-        let client =
-            reqwest::Client::builder().timeout(timeout).redirect(reqwest::redirect::Policy::none()).build().map_err(
-                |e| EvaluatorError::Failed {
-                    evaluator: format!("http:{url}"),
-                    message: format!("cannot build an HTTP client: {e}"),
-                },
-            )?;
+        let client = shared_client(timeout).map_err(|e| EvaluatorError::Failed {
+            evaluator: format!("http:{url}"),
+            message: format!("cannot build an HTTP client: {e}"),
+        })?;
         Ok(Self { url, kind, client })
     }
 
     fn failed(&self, message: String) -> EvaluatorError {
         EvaluatorError::Failed { evaluator: format!("http:{}", self.url), message }
     }
+}
+
+/// A client with `timeout` that follows no redirect, shared in this process: building one
+/// loads the system's root certificates, too slow to do for every request a server takes.
+fn shared_client(timeout: Duration) -> Result<reqwest::Client, reqwest::Error> {
+    static CLIENTS: OnceLock<Mutex<HashMap<Duration, reqwest::Client>>> = OnceLock::new();
+    let mut clients = CLIENTS.get_or_init(Mutex::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(client) = clients.get(&timeout) {
+        return Ok(client.clone());
+    }
+    let client = reqwest::Client::builder().timeout(timeout).redirect(reqwest::redirect::Policy::none()).build()?;
+    clients.insert(timeout, client.clone());
+    Ok(client)
 }
 
 /// Issues from a 422 body: `{"issues": [...]}` (objects or strings), `{"error": "…"}` (with

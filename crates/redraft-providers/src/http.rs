@@ -2,6 +2,8 @@
 //! bounded reading of answers, the classification of transport failures and the summary of
 //! error bodies.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use redraft_core::ProviderError;
@@ -12,13 +14,24 @@ use serde_json::Value;
 /// How much of an error answer's body is read: enough for its message, whatever the limit.
 const ERROR_BODY_BYTES: usize = 64 * 1024;
 
-/// An HTTP client bounded by `request_timeout` (10 s to connect).
+/// An HTTP client bounded by `request_timeout` (10 s to connect), shared by every provider with
+/// that timeout in this process. Building a client loads the system's root certificates (a few
+/// hundred files); a server making a provider per request would spend most of its time there,
+/// and shared clients also share their pools of kept-alive connections.
 pub(crate) fn client(request_timeout: Duration) -> Result<reqwest::Client, ProviderError> {
-    reqwest::Client::builder()
+    static CLIENTS: OnceLock<Mutex<HashMap<Duration, reqwest::Client>>> = OnceLock::new();
+    let clients = CLIENTS.get_or_init(Mutex::default);
+    let mut clients = clients.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(client) = clients.get(&request_timeout) {
+        return Ok(client.clone());
+    }
+    let client = reqwest::Client::builder()
         .timeout(request_timeout)
         .connect_timeout(Duration::from_secs(10))
         .build()
-        .map_err(|e| ProviderError::Failed { message: format!("cannot build an HTTP client: {e}") })
+        .map_err(|e| ProviderError::Failed { message: format!("cannot build an HTTP client: {e}") })?;
+    clients.insert(request_timeout, client.clone());
+    Ok(client)
 }
 
 /// Classify a failure to send a request or to read its answer. A connection cut while the

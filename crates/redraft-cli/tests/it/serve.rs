@@ -18,7 +18,7 @@ fn write_config(dir: &Path, base_url: &str) {
         dir,
         "redraft.toml",
         &format!(
-            "default_model = \"fake/m\"\n\n[server]\ngrace_period = \"20s\"\n\n[providers.fake]\ntype = \"openai\"\nbase_url = \"{base_url}\"\n"
+            "default_model = \"fake/m\"\n\n[server]\ngrace_period = \"20s\"\n\n[queue]\nlease = \"1s\"\n\n[providers.fake]\ntype = \"openai\"\nbase_url = \"{base_url}\"\n"
         ),
     );
 }
@@ -124,7 +124,7 @@ async fn a_server_killed_mid_run_resumes_it_on_restart_with_nothing_lost_or_repe
     let runs: Value = serde_json::from_str(&listed.stdout).unwrap();
     assert_eq!((runs[0]["state"].as_str(), runs[0]["iterations"].as_u64()), (Some("running"), Some(1)), "{runs}");
 
-    // The restarted server resumes it.
+    // The restarted server takes it over once the dead server's lease has expired (1 s here).
     let server = serve(dir.path(), &[], "127.0.0.1:0");
     let mut result = Value::Null;
     for _ in 0..400 {
