@@ -140,10 +140,8 @@ def write_config(tmp, provider_url, n, database_url=None):
     if database_url:
         lines.append(f"database_url = {json.dumps(database_url)}")
     lines += ["", "[providers.fake]", 'type = "openai"', f'base_url = "{provider_url}"',
-              'api_key_env = "FAKE_API_KEY"', "", "[server]", f"max_concurrent_runs = {n}"]
-    if database_url:
-        # the workers share the store; nothing is left from an earlier round to resume
-        lines.append("resume_unfinished = false")
+              'api_key_env = "FAKE_API_KEY"', "", "[server]", f"max_concurrent_runs = {n}",
+              "", "[queue]", f"max_queued_runs = {2 * n}", 'max_wait = "300s"']
     (Path(tmp) / "redraft.toml").write_text("\n".join(lines) + "\n")
 
 

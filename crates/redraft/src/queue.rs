@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -46,6 +46,9 @@ pub struct Worker {
 struct Hold {
     cancel: CancellationToken,
     since: Instant,
+    /// Set when the lease is lost or can no longer be renewed: the run stops and writes
+    /// nothing more (a cancelled result would be a lie; another worker resumes it).
+    abandoned: Arc<AtomicBool>,
 }
 
 impl fmt::Debug for Worker {
@@ -99,8 +102,15 @@ impl Worker {
     /// Watch a run this worker just inserted or claimed: `cancel` fires when its cancellation is
     /// asked for or its lease is lost. Watched until the returned guard is dropped.
     pub fn hold(self: &Arc<Self>, run_id: &str, cancel: CancellationToken) -> HoldGuard {
-        self.held().insert(run_id.to_owned(), Hold { cancel, since: Instant::now() });
-        HoldGuard { worker: Arc::downgrade(self), run_id: run_id.to_owned() }
+        let abandoned = Arc::new(AtomicBool::new(false));
+        self.held().insert(run_id.to_owned(), Hold { cancel, since: Instant::now(), abandoned: abandoned.clone() });
+        HoldGuard { worker: Arc::downgrade(self), run_id: run_id.to_owned(), abandoned }
+    }
+
+    /// The flag set when this worker abandons `run_id` (its lease was lost): a recorder checks
+    /// it before every write. A run not held here gets a flag of its own, never set.
+    pub fn abandoned_flag(&self, run_id: &str) -> Arc<AtomicBool> {
+        self.held().get(run_id).map(|h| h.abandoned.clone()).unwrap_or_default()
     }
 
     /// Runs this worker holds.
@@ -128,6 +138,7 @@ impl Worker {
                         hold.cancel.cancel();
                     } else if hold.since < asked && !renewed.contains(run_id) {
                         tracing::warn!(%run_id, worker = %self.id, "the lease on this run was lost: another worker resumes it");
+                        hold.abandoned.store(true, Ordering::SeqCst);
                         hold.cancel.cancel();
                     }
                 }
@@ -140,6 +151,7 @@ impl Worker {
                     // Other workers may be taking these runs over: stop working on them.
                     for (run_id, hold) in self.held().iter() {
                         tracing::warn!(%run_id, "no lease renewal for {} s: abandoning the run", since.as_secs());
+                        hold.abandoned.store(true, Ordering::SeqCst);
                         hold.cancel.cancel();
                     }
                 }
@@ -163,6 +175,14 @@ impl Drop for Worker {
 pub struct HoldGuard {
     worker: Weak<Worker>,
     run_id: String,
+    abandoned: Arc<AtomicBool>,
+}
+
+impl HoldGuard {
+    /// Whether the worker abandoned the run (its lease was lost).
+    pub fn abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::SeqCst)
+    }
 }
 
 impl Drop for HoldGuard {
@@ -427,10 +447,17 @@ impl Executor {
         let task = async move {
             let how = Start { run_id: Some(run_id.clone()), observers, cancel };
             let setup = this.setup();
-            let outcome = match spec {
+            let mut outcome = match spec {
                 Some(spec) => recorder::run_held(&spec, &setup, &this.worker, how).await,
                 None => recorder::run_claimed(&run_id, &setup, &this.worker, how).await,
             };
+            if hold.abandoned() {
+                // Its result here is not the run's: another worker resumes it, and whoever
+                // waits reads the real result from the store.
+                outcome = Err(
+                    StoreError::LeaseLost { run_id: run_id.clone(), worker_id: this.worker.id().to_owned() }.into()
+                );
+            }
             drop(hold);
             this.hooks.ended(&run_id, &outcome);
             this.tell_waiters(&run_id, &outcome);

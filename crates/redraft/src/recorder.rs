@@ -3,6 +3,7 @@
 //! [`resume`] are the one way every face begins or continues a stored run.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use redraft_core::{AttemptRecord, Claim, NewRun, RunObserver, RunResult, Store, StoreError};
 use tokio_util::sync::CancellationToken;
@@ -19,11 +20,30 @@ use crate::spec::{RunSpec, SpecSetup};
 pub struct Recorder {
     store: Arc<dyn Store>,
     worker_id: String,
+    /// Set when the worker abandoned the run (lost its lease): nothing more is written.
+    abandoned: Arc<AtomicBool>,
 }
 
 impl Recorder {
     pub fn new(store: Arc<dyn Store>, worker_id: impl Into<String>) -> Self {
-        Self { store, worker_id: worker_id.into() }
+        Self { store, worker_id: worker_id.into(), abandoned: Arc::default() }
+    }
+
+    /// The recorder of a run `worker` holds: it stops writing once the worker abandons it.
+    pub fn holding(worker: &Worker, run_id: &str) -> Self {
+        Self {
+            store: worker.store().clone(),
+            worker_id: worker.id().to_owned(),
+            abandoned: worker.abandoned_flag(run_id),
+        }
+    }
+
+    fn abandoned(&self, run_id: &str, what: &str) -> bool {
+        let abandoned = self.abandoned.load(Ordering::SeqCst);
+        if abandoned {
+            tracing::warn!(%run_id, "{what} not recorded: this worker lost the run's lease");
+        }
+        abandoned
     }
 
     fn report(run_id: &str, what: &str, e: &StoreError) {
@@ -37,12 +57,18 @@ impl Recorder {
 #[async_trait::async_trait]
 impl RunObserver for Recorder {
     async fn attempt_finished(&self, run_id: &str, attempt: &AttemptRecord) {
+        if self.abandoned(run_id, "the attempt") {
+            return;
+        }
         if let Err(e) = self.store.save_attempt(run_id, &self.worker_id, attempt).await {
             Self::report(run_id, &format!("attempt {}", attempt.iteration), &e);
         }
     }
 
     async fn run_finished(&self, result: &RunResult) {
+        if self.abandoned(&result.run_id, "the result") {
+            return;
+        }
         if let Err(e) = self.store.finish_run(result, &self.worker_id).await {
             Self::report(&result.run_id, "the result", &e);
         }
@@ -93,7 +119,7 @@ pub async fn run_held(
     how: Start,
 ) -> Result<RunResult, ConfigError> {
     let run_id = how.run_id.clone().unwrap_or_else(new_run_id);
-    let recorder = Recorder::new(worker.store().clone(), worker.id());
+    let recorder = Recorder::holding(worker, &run_id);
     let (builder, task) = match prepare(spec, setup, how.observers, Some(recorder)) {
         Ok(prepared) => prepared,
         Err(e) => return Err(fail_unrunnable(worker, &run_id, Vec::new(), e).await),
@@ -129,7 +155,7 @@ pub async fn run_claimed(
             return Err(fail_unrunnable(worker, run_id, stored.attempts, error).await);
         }
     };
-    let recorder = Recorder::new(store.clone(), worker.id());
+    let recorder = Recorder::holding(worker, run_id);
     let prepared = prepare(&spec, setup, how.observers, Some(recorder)).and_then(|(b, task)| Ok((b.build()?, task)));
     let (runner, task) = match prepared {
         Ok(prepared) => prepared,

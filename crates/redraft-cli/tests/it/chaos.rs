@@ -171,6 +171,11 @@ async fn until_calls(model: &ByAttempt, n: usize) {
 /// Wait until every run in `ids` has halted (at most `within`), then check each: succeeded,
 /// attempts 1, 2, 3 each recorded once. Returns the number of recorded attempts.
 async fn all_finished_once(base: &str, ids: &[String], within: Duration, dir: &Path) -> usize {
+    all_finished_once_each(base, ids, 3, within, dir).await
+}
+
+/// [`all_finished_once`] for runs of `attempts` attempts.
+async fn all_finished_once_each(base: &str, ids: &[String], attempts: u64, within: Duration, dir: &Path) -> usize {
     let client = reqwest::Client::new();
     let deadline = Instant::now() + within;
     loop {
@@ -200,7 +205,7 @@ async fn all_finished_once(base: &str, ids: &[String], within: Duration, dir: &P
         assert_eq!(run["status"], "succeeded", "{run}");
         let iterations: Vec<u64> =
             run["history"].as_array().unwrap().iter().map(|a| a["iteration"].as_u64().unwrap()).collect();
-        assert_eq!(iterations, [1, 2, 3], "every attempt recorded exactly once: {run}");
+        assert_eq!(iterations, (1..=attempts).collect::<Vec<_>>(), "every attempt recorded exactly once: {run}");
         recorded += iterations.len();
     }
     recorded
@@ -316,4 +321,38 @@ async fn a_sqlite_server_killed_after_a_202_and_mid_run_loses_and_repeats_nothin
         "{calls} calls for {recorded} recorded attempts and {in_flight_at_kills} in flight at the kills"
     );
     assert_eq!(terminate(&mut server), Some(0));
+}
+
+/// SIGTERM to a worker whose runs outlast the grace period: it stops claiming, waits the grace
+/// period, puts its runs back in the queue at once (no lease to wait out) and exits 0; another
+/// worker finishes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stopped_worker_puts_its_runs_back_for_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ByAttempt::start(&[ANSWERS[2]], Duration::from_secs(3)).await;
+    write_config(dir.path(), &model, None);
+    // A long lease: only the release can hand the runs over within this test's time.
+    let config = std::fs::read_to_string(dir.path().join("redraft.toml")).unwrap();
+    let config = config
+        .replace("lease = \"2s\"", "lease = \"10m\"")
+        .replace("grace_period = \"5s\"", "grace_period = \"500ms\"");
+    write(dir.path(), "redraft.toml", &config);
+    let (mut api, base) = serve(dir.path(), &["--no-worker"], "api");
+    let (mut first, _) = worker(dir.path(), "first").await;
+    let client = reqwest::Client::new();
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        ids.push(submit(&client, &base).await);
+    }
+    until_calls(&model, 4).await;
+    let started = Instant::now();
+    assert_eq!(terminate(&mut first), Some(0));
+    assert!(started.elapsed() < Duration::from_secs(3), "it did not wait for the model past its grace period");
+    let log = std::fs::read_to_string(dir.path().join("first.log")).unwrap();
+    assert!(log.contains("4 unfinished run(s) went back to the queue"), "{log}");
+
+    let (_second, _) = worker(dir.path(), "second").await;
+    let recorded = all_finished_once_each(&base, &ids, 1, Duration::from_secs(30), dir.path()).await;
+    assert_eq!(recorded, 4);
+    assert_eq!(terminate(&mut api), Some(0));
 }
