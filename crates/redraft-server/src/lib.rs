@@ -27,6 +27,7 @@ pub mod error;
 mod events;
 mod gate;
 mod kinds;
+mod listener;
 mod metrics;
 pub mod openapi;
 mod ops;

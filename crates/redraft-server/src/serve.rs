@@ -10,6 +10,7 @@ use redraft::ConfigError;
 use redraft::config::Config;
 use tokio::net::TcpListener;
 
+use crate::listener::Bounded;
 use crate::origin::{AllowListError, Allowed};
 use crate::router;
 use crate::state::AppState;
@@ -57,6 +58,8 @@ pub fn tokens_from_env(name: &str) -> Vec<String> {
 pub struct Server {
     listener: TcpListener,
     state: AppState,
+    /// Connections admitted at once (the open-files budget left by the run slots).
+    max_connections: usize,
 }
 
 impl Server {
@@ -76,11 +79,13 @@ impl Server {
             return Err(ServerError::Exposed { addr, tokens_env: config.server.tokens_env.clone() });
         }
         Allowed::from_config(&config.server, has_tokens)?;
+        let mut config = config;
+        let max_connections = fit_to_open_files(&mut config);
         let store = redraft::store::open(&config).await?;
         let state = AppState::new(config, store, tokens)?;
         let listener =
             TcpListener::bind(addrs.as_slice()).await.map_err(|source| ServerError::Bind { addr, source })?;
-        Ok(Self { listener, state })
+        Ok(Self { listener, state, max_connections })
     }
 
     /// The address it listens on (with the port chosen when 0 was asked for).
@@ -98,7 +103,8 @@ impl Server {
     /// back in the queue (every attempt is already recorded; another worker, or the next
     /// start, resumes them) and return.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServerError> {
-        let Self { listener, state } = self;
+        let Self { listener, state, max_connections } = self;
+        let listener = Bounded::new(listener, max_connections, state.shared_metrics());
         let executor = state.executor().clone();
         let stop = state.shutdown().clone();
         let app = router(state.clone());
@@ -133,6 +139,23 @@ impl Server {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(1), serving).await;
         Ok(())
     }
+}
+
+/// Fit the run slots and the connections to the open-files limit (raised to the hard limit
+/// first): runs get at most half of it, connections the rest. Returns the connections admitted
+/// at once; past it a connection is answered 503.
+fn fit_to_open_files(config: &mut Config) -> usize {
+    use redraft::limits::{FILES_PER_RUN, RESERVED_FILES, fit_slots, open_files};
+    let Some(limit) = open_files() else { return usize::MAX };
+    let slots = config.server.max_concurrent_runs;
+    if let Err(fit) = fit_slots(slots, limit, limit / 2) {
+        tracing::warn!(
+            "`[server] max_concurrent_runs` = {slots} needs more open files than the limit of {limit} leaves: executing {fit} at once (raise `ulimit -n` for more)"
+        );
+        config.server.max_concurrent_runs = fit;
+    }
+    let runs = u64::try_from(config.server.max_concurrent_runs).unwrap_or(u64::MAX).saturating_mul(FILES_PER_RUN);
+    usize::try_from(limit.saturating_sub(RESERVED_FILES).saturating_sub(runs)).unwrap_or(usize::MAX).max(16)
 }
 
 /// Completes on Ctrl-C or SIGTERM.

@@ -135,6 +135,10 @@ impl AppState {
         &self.inner.hooks.metrics
     }
 
+    pub(crate) fn shared_metrics(&self) -> Arc<Metrics> {
+        self.inner.hooks.metrics.clone()
+    }
+
     /// Accepts, executes and waits for runs.
     pub fn executor(&self) -> &Arc<Executor> {
         &self.inner.executor

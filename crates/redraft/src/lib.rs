@@ -75,6 +75,7 @@ pub mod config;
 pub mod error;
 pub mod evaluators;
 pub mod guard;
+pub mod limits;
 pub mod model;
 pub mod queue;
 pub mod recorder;

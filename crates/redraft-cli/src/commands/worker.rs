@@ -18,7 +18,15 @@ pub async fn run(args: WorkerArgs, config_path: Option<&Path>) -> Result<Outcome
     if let Some(dir) = args.kinds {
         config.kinds_dir = dir;
     }
-    let slots = args.concurrency.map_or(config.server.max_concurrent_runs, |n| n as usize).max(1);
+    let mut slots = args.concurrency.map_or(config.server.max_concurrent_runs, |n| n as usize).max(1);
+    if let Some(limit) = redraft::limits::open_files()
+        && let Err(fit) = redraft::limits::fit_slots(slots, limit, 0)
+    {
+        eprintln!(
+            "redraft: warning: {slots} runs at once need more open files than the limit of {limit}: executing {fit} (raise `ulimit -n` for more)"
+        );
+        slots = fit;
+    }
     // Queued runs came from the network: they are set up under the same allow-lists as the
     // server that accepted them (`[server] exec_allow`, `http_allow`, …), checked again here.
     let guard = Arc::new(Guard::network(Face::Http, &config.server)?);

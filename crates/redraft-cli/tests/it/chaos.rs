@@ -81,6 +81,12 @@ fn serve(dir: &Path, extra: &[&str], name: &str) -> (Proc, String) {
     args.extend_from_slice(extra);
     let mut cmd = redraft_process(dir, &args, &format!("{name}.log"));
     cmd.stderr(Stdio::piped());
+    spawn_serving(cmd, dir, name)
+}
+
+/// Start `cmd` (a `redraft serve`), wait for the address it prints, and keep its stderr
+/// flowing into `NAME.log`.
+fn spawn_serving(mut cmd: Command, dir: &Path, name: &str) -> (Proc, String) {
     let mut child = cmd.spawn().unwrap();
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -181,7 +187,7 @@ async fn all_finished_once_each(base: &str, ids: &[String], attempts: u64, withi
     loop {
         let runs: Value = client.get(format!("{base}/v1/runs?limit=1000")).send().await.unwrap().json().await.unwrap();
         let mut states = BTreeMap::new();
-        for run in runs["runs"].as_array().unwrap() {
+        for run in runs["runs"].as_array().unwrap_or_else(|| panic!("{runs}")) {
             *states.entry(run["state"].as_str().unwrap().to_owned()).or_insert(0) += 1;
         }
         let halted = states.get("succeeded").copied().unwrap_or(0) + states.get("failed").copied().unwrap_or(0);
@@ -355,4 +361,78 @@ async fn a_stopped_worker_puts_its_runs_back_for_another() {
     let recorded = all_finished_once_each(&base, &ids, 1, Duration::from_secs(30), dir.path()).await;
     assert_eq!(recorded, 4);
     assert_eq!(terminate(&mut api), Some(0));
+}
+
+/// A server near its open-files limit sheds new connections with 503 and `Retry-After`
+/// instead of running out of descriptors: every request gets an answer (202 or 503, never a
+/// reset or a hang), and every run it accepted succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn out_of_descriptors_sheds_with_503_and_fails_no_accepted_run() {
+    const LIMIT: u64 = 1024;
+    const REQUESTS: usize = 1000;
+    let ours = redraft::limits::open_files().unwrap_or(0);
+    if ours < REQUESTS as u64 + 200 {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "SKIP {}: this process may open only {ours} files", module_path!());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = ByAttempt::start(&[ANSWERS[2]], Duration::from_millis(50)).await;
+    write_config(dir.path(), &model, None);
+    let config = std::fs::read_to_string(dir.path().join("redraft.toml")).unwrap();
+    write(dir.path(), "redraft.toml", &config.replace("max_concurrent_runs = 16", "max_concurrent_runs = 64"));
+    // The server's own limit, soft and hard, as a container might set it.
+    let (mut server, base) = serve_limited(dir.path(), LIMIT);
+
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+    let requests: Vec<_> = (0..REQUESTS)
+        .map(|_| {
+            let (client, base) = (client.clone(), base.clone());
+            tokio::spawn(async move {
+                let response = client
+                    .post(format!("{base}/v1/runs"))
+                    .header("content-type", "application/json")
+                    .body(SPEC.replace(", \"max_iterations\": 3", ""))
+                    .send()
+                    .await
+                    .map_err(|e| format!("{e:?}"))?;
+                let status = response.status().as_u16();
+                let retry_after = response.headers().get("retry-after").map(|v| v.to_str().unwrap().to_owned());
+                let body: Value = response.json().await.map_err(|e| format!("{e:?}"))?;
+                Ok::<_, String>((status, retry_after, body))
+            })
+        })
+        .collect();
+    let mut accepted = Vec::new();
+    let mut shed = 0;
+    for request in requests {
+        match request.await.unwrap() {
+            Ok((202, _, body)) => accepted.push(body["run_id"].as_str().unwrap().to_owned()),
+            Ok((503, retry_after, _)) => {
+                assert_eq!(retry_after.as_deref(), Some("2"));
+                shed += 1;
+            }
+            other => panic!("neither accepted nor shed: {other:?}"),
+        }
+    }
+    // Its connections, kept alive, would hold the server's whole budget.
+    drop(client);
+    assert_eq!(accepted.len() + shed, REQUESTS);
+    assert!(shed > 0, "{REQUESTS} connections at once fit in {LIMIT} files?");
+    assert!(accepted.len() >= 100, "only {} accepted", accepted.len());
+    let recorded = all_finished_once_each(&base, &accepted, 1, Duration::from_secs(60), dir.path()).await;
+    assert_eq!(recorded, accepted.len());
+    assert_eq!(terminate(&mut server), Some(0));
+}
+
+/// `redraft serve` under an open-files limit of `limit` (soft and hard).
+fn serve_limited(dir: &Path, limit: u64) -> (Proc, String) {
+    let bin = assert_cmd::cargo::cargo_bin("redraft");
+    let script = format!("ulimit -n {limit} && exec '{}' serve --addr 127.0.0.1:0", bin.display());
+    let mut cmd = redraft_process(dir, &[], "serve.log");
+    let mut sh = Command::new("sh");
+    sh.current_dir(dir).env_clear().envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?)))).args(["-c", &script]);
+    sh.stdout(Stdio::null()).stderr(Stdio::piped());
+    drop(cmd.stderr(Stdio::null()));
+    spawn_serving(sh, dir, "serve")
 }
