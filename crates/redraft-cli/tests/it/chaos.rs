@@ -429,10 +429,9 @@ async fn out_of_descriptors_sheds_with_503_and_fails_no_accepted_run() {
 fn serve_limited(dir: &Path, limit: u64) -> (Proc, String) {
     let bin = assert_cmd::cargo::cargo_bin("redraft");
     let script = format!("ulimit -n {limit} && exec '{}' serve --addr 127.0.0.1:0", bin.display());
-    let mut cmd = redraft_process(dir, &[], "serve.log");
+    let env = redraft_process(dir, &[], "serve.log");
     let mut sh = Command::new("sh");
-    sh.current_dir(dir).env_clear().envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?)))).args(["-c", &script]);
+    sh.current_dir(dir).env_clear().envs(env.get_envs().filter_map(|(k, v)| Some((k, v?)))).args(["-c", &script]);
     sh.stdout(Stdio::null()).stderr(Stdio::piped());
-    drop(cmd.stderr(Stdio::null()));
     spawn_serving(sh, dir, "serve")
 }
