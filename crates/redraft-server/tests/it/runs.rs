@@ -244,3 +244,32 @@ impl FakeDeath {
         run_id
     }
 }
+
+/// A run accepted by an API node is set up again by the worker that claims it, through the
+/// worker's own guard: a command the worker's allow-list does not admit is not run there — the
+/// run fails with `cannot_run`, and nothing is sent to the model.
+#[tokio::test]
+async fn a_worker_checks_a_queued_run_against_its_own_allow_list() {
+    // The API node admits `exec:true` and executes nothing itself.
+    let api = crate::harness_with(vec![reply(r#"{"city": "Toledo"}"#)], vec![], |c| {
+        c.server.max_concurrent_runs = 0;
+        c.server.exec_allow = vec!["true".into()];
+    })
+    .await;
+    let spec = json!({"prompt": "city?", "evaluator": "exec:true"});
+    let accepted = api.call("POST", "/v1/runs", Some(spec)).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.text);
+    let run_id = accepted.json["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(api.call("GET", &format!("/v1/runs/{run_id}"), None).await.json["state"], "queued");
+
+    // A worker on the same store whose config admits no command.
+    let config = config(&api.model.base_url(), api.dir.path());
+    assert!(config.server.exec_allow.is_empty());
+    let store = redraft::store::open(&config).await.unwrap();
+    let _worker = AppState::new(config, store, vec![]).unwrap();
+    let result = api.finished(&run_id).await;
+    assert_eq!(result["status"], "failed", "{result}");
+    assert_eq!(result["error"]["code"], "cannot_run", "{result}");
+    assert!(result["error"]["message"].as_str().unwrap().contains("exec_allow"), "{result}");
+    assert_eq!(api.model.calls().await, 0, "nothing was sent to the model");
+}
