@@ -21,6 +21,21 @@ async fn runs_json(dir: &std::path::Path) -> Vec<Value> {
     serde_json::from_str(&out.stdout).unwrap()
 }
 
+/// `redraft run` against `model`, in the background.
+fn spawn_run(dir: &std::path::Path, model: &FakeOpenAi) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("redraft"))
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", dir)
+        .env("OPENAI_BASE_URL", model.base_url())
+        .args(["run", "--model", "openai/fake", "--schema", "s.json", "--prompt", "Which city?"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_killed_mid_attempt_is_resumed_with_nothing_lost_or_repeated() {
     let dir = tempfile::tempdir().unwrap();
@@ -31,18 +46,7 @@ async fn a_run_killed_mid_attempt_is_resumed_with_nothing_lost_or_repeated() {
         reply(r#"{"city": "Toledo"}"#),
     ])
     .await;
-    let bin = assert_cmd::cargo::cargo_bin("redraft");
-    let mut child = std::process::Command::new(bin)
-        .current_dir(dir.path())
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", dir.path())
-        .env("OPENAI_BASE_URL", model.base_url())
-        .args(["run", "--model", "openai/fake", "--schema", "s.json", "--prompt", "Which city?"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_run(dir.path(), &model);
     // Wait until the first attempt is recorded and the second is in flight.
     let mut run = Value::Null;
     for _ in 0..200 {
@@ -99,18 +103,7 @@ async fn resuming_a_run_that_is_alive_elsewhere_is_refused() {
     let model =
         FakeOpenAi::start(vec![slow(r#"{"city": "Dayton"}"#, Duration::from_secs(60)), reply(r#"{"city": "Toledo"}"#)])
             .await;
-    let bin = assert_cmd::cargo::cargo_bin("redraft");
-    let mut child = std::process::Command::new(bin)
-        .current_dir(dir.path())
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", dir.path())
-        .env("OPENAI_BASE_URL", model.base_url())
-        .args(["run", "--model", "openai/fake", "--schema", "s.json", "--prompt", "Which city?"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_run(dir.path(), &model);
     let mut run_id = String::new();
     for _ in 0..200 {
         if model.calls().await >= 1
