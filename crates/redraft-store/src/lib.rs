@@ -32,7 +32,8 @@
 //!
 //! SQLite writes go through one writer connection (`BEGIN IMMEDIATE`, `busy_timeout` 5 s, WAL),
 //! reads through a small pool of their own, so many concurrent runs in one server never see
-//! "database is locked".
+//! "database is locked"; the writes every run makes (stored, each attempt, finished) are group
+//! committed, all those waiting in one transaction (`batch`).
 
 use std::sync::Arc;
 
@@ -40,6 +41,7 @@ pub use redraft_core::store::{
     Claim, Claimed, Holder, Lease, NewRun, Renewal, RunFilter, RunState, RunSummary, Store, StoreError, StoredRun,
 };
 
+mod batch;
 mod postgres;
 mod rows;
 mod sqlite;

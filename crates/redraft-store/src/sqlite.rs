@@ -17,6 +17,7 @@ use redraft_core::store::{
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, Transaction};
 
+use crate::batch::Batcher;
 use crate::rows::{
     AttemptColumns, AttemptRow, ResultColumns, RunRow, SummaryRow, decide_claim, encode_spec, failed, lease_ms,
     model_of_spec, renewal,
@@ -36,6 +37,8 @@ const DEFAULT_LIMIT: u32 = 50;
 pub struct SqliteStore {
     /// Exactly one connection: all writes.
     writer: SqlitePool,
+    /// The writes every run makes, made in batches on the writer.
+    batch: Batcher,
     /// Reads; the writer itself for an in-memory database.
     reader: SqlitePool,
     location: String,
@@ -114,7 +117,8 @@ impl SqliteStore {
             }
         };
         tracing::debug!(location, "opened the SQLite store");
-        Ok(Self { writer, reader, location: location.to_owned() })
+        let batch = Batcher::start(writer.clone());
+        Ok(Self { writer, reader, batch, location: location.to_owned() })
     }
 
     /// Where this store was opened, as given.
@@ -244,45 +248,15 @@ async fn check_holder(
 #[async_trait::async_trait]
 impl Store for SqliteStore {
     async fn insert_run(&self, new: &NewRun<'_>) -> Result<(), StoreError> {
-        let run_id = new.run_id;
-        let action = || format!("insert run `{run_id}`");
-        let spec_text = encode_spec(run_id, new.spec)?;
-        let now = now_ms();
-        let mut tx = self.write(action).await?;
-        if let (None, Some(max)) = (new.holder, new.max_queued) {
-            let queued = sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM runs WHERE state = 'queued'")
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(|e| failed(action(), e))?;
-            let queued = u64::try_from(queued).unwrap_or(0);
-            if queued >= max {
-                return Err(StoreError::QueueFull { queued });
-            }
-        }
-        let (state, worker_id, lease_until) = match new.holder {
-            Some(lease) => ("running", Some(lease.worker_id), Some(now.saturating_add(lease_ms(lease.ttl)))),
-            None => ("queued", None, None),
+        let write = Write::Insert {
+            run_id: new.run_id.to_owned(),
+            spec: encode_spec(new.run_id, new.spec)?,
+            model: model_of_spec(new.spec),
+            holder: new.holder.map(|lease| (lease.worker_id.to_owned(), lease_ms(lease.ttl))),
+            max_queued: if new.holder.is_none() { new.max_queued } else { None },
+            local: new.local,
         };
-        let inserted = sqlx::query(
-            "INSERT INTO runs (id, seq, state, spec, created_at, updated_at, model, worker_id, lease_until, local)
-             VALUES ($1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM runs), $2, $3, $4, $4, $5, $6, $7, $8)
-             ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(run_id)
-        .bind(state)
-        .bind(spec_text)
-        .bind(now)
-        .bind(model_of_spec(new.spec))
-        .bind(worker_id)
-        .bind(lease_until)
-        .bind(new.local)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| failed(action(), e))?;
-        if inserted.rows_affected() == 0 {
-            return Err(StoreError::Query { action: action(), message: "a run with this id is already stored".into() });
-        }
-        tx.commit().await.map_err(|e| failed(action(), e))
+        self.batch.write(write).await
     }
 
     async fn claim_next(&self, lease: &Lease<'_>) -> Result<Option<Claimed>, StoreError> {
@@ -409,62 +383,18 @@ impl Store for SqliteStore {
     }
 
     async fn save_attempt(&self, run_id: &str, worker_id: &str, attempt: &AttemptRecord) -> Result<(), StoreError> {
-        let action = || format!("save attempt {} of run `{run_id}`", attempt.iteration);
         let columns = AttemptColumns::new(run_id, attempt)?;
-        let now = now_ms();
-        let mut tx = self.write(action).await?;
-        check_holder(&mut tx, run_id, worker_id, false, &action).await?;
-        upsert_attempt(&mut tx, SAVE_ATTEMPT, run_id, &columns, now).await.map_err(|e| failed(action(), e))?;
-        sqlx::query(
-            "UPDATE runs SET updated_at = $2,
-                 iterations = (SELECT COUNT(*) FROM attempts WHERE run_id = $1),
-                 best_score = (SELECT MAX(score) FROM attempts WHERE run_id = $1 AND has_artifact),
-                 model = COALESCE(model, $3)
-             WHERE id = $1",
-        )
-        .bind(run_id)
-        .bind(now)
-        .bind(&columns.model)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| failed(action(), e))?;
-        tx.commit().await.map_err(|e| failed(action(), e))
+        self.batch.write(Write::Attempt { run_id: run_id.to_owned(), worker_id: worker_id.to_owned(), columns }).await
     }
 
     async fn finish_run(&self, result: &RunResult, worker_id: &str) -> Result<(), StoreError> {
         let run_id = result.run_id.as_str();
-        let action = || format!("finish run `{run_id}`");
         let columns = ResultColumns::new(result)?;
         let kept = serde_json::to_string(&columns.iterations_in_history())
-            .map_err(|e| StoreError::Query { action: action(), message: e.to_string() })?;
-        let now = now_ms();
-        let mut tx = self.write(action).await?;
-        check_holder(&mut tx, run_id, worker_id, true, &action).await?;
-        sqlx::query(
-            "UPDATE runs SET state = $2, halted_because = $3, iterations = $4, best_score = $5, result = $6,
-                 updated_at = $7, lease_until = NULL
-             WHERE id = $1",
-        )
-        .bind(run_id)
-        .bind(columns.state)
-        .bind(columns.halted_because)
-        .bind(columns.iterations)
-        .bind(columns.best_score)
-        .bind(&columns.result)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| failed(action(), e))?;
-        for attempt in &columns.history {
-            upsert_attempt(&mut tx, KEEP_ATTEMPT, run_id, attempt, now).await.map_err(|e| failed(action(), e))?;
-        }
-        sqlx::query("DELETE FROM attempts WHERE run_id = $1 AND iteration NOT IN (SELECT value FROM json_each($2))")
-            .bind(run_id)
-            .bind(kept)
-            .execute(&mut *tx)
+            .map_err(|e| StoreError::Query { action: format!("finish run `{run_id}`"), message: e.to_string() })?;
+        self.batch
+            .write(Write::Finish { run_id: run_id.to_owned(), worker_id: worker_id.to_owned(), columns, kept })
             .await
-            .map_err(|e| failed(action(), e))?;
-        tx.commit().await.map_err(|e| failed(action(), e))
     }
 
     async fn run(&self, run_id: &str) -> Result<Option<StoredRun>, StoreError> {
@@ -532,6 +462,130 @@ impl Store for SqliteStore {
             .await
             .map_err(|e| failed("count the queued runs", e))?;
         Ok(u64::try_from(n).unwrap_or(0))
+    }
+}
+
+/// One of the writes that go through the batcher: those every run makes.
+#[derive(Debug)]
+pub(crate) enum Write {
+    Insert {
+        run_id: String,
+        spec: String,
+        model: Option<String>,
+        /// The worker holding it and its lease in milliseconds; `None`: queued.
+        holder: Option<(String, i64)>,
+        max_queued: Option<u64>,
+        local: bool,
+    },
+    Attempt {
+        run_id: String,
+        worker_id: String,
+        columns: AttemptColumns,
+    },
+    Finish {
+        run_id: String,
+        worker_id: String,
+        columns: ResultColumns,
+        /// The iterations of the result's history, as a JSON array.
+        kept: String,
+    },
+}
+
+impl Write {
+    /// Make this write inside `tx`, at `now`.
+    pub(crate) async fn apply(&self, tx: &mut Transaction<'static, Sqlite>, now: i64) -> Result<(), StoreError> {
+        match self {
+            Write::Insert { run_id, spec, model, holder, max_queued, local } => {
+                let action = || format!("insert run `{run_id}`");
+                if let Some(max) = max_queued {
+                    let queued = sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM runs WHERE state = 'queued'")
+                        .fetch_one(&mut **tx)
+                        .await
+                        .map_err(|e| failed(action(), e))?;
+                    let queued = u64::try_from(queued).unwrap_or(0);
+                    if queued >= *max {
+                        return Err(StoreError::QueueFull { queued });
+                    }
+                }
+                let (state, worker_id, lease_until) = match holder {
+                    Some((worker_id, ttl)) => ("running", Some(worker_id.as_str()), Some(now.saturating_add(*ttl))),
+                    None => ("queued", None, None),
+                };
+                let inserted = sqlx::query(
+                    "INSERT INTO runs (id, seq, state, spec, created_at, updated_at, model, worker_id, lease_until, local)
+                     VALUES ($1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM runs), $2, $3, $4, $4, $5, $6, $7, $8)
+                     ON CONFLICT (id) DO NOTHING",
+                )
+                .bind(run_id)
+                .bind(state)
+                .bind(spec)
+                .bind(now)
+                .bind(model)
+                .bind(worker_id)
+                .bind(lease_until)
+                .bind(local)
+                .execute(&mut **tx)
+                .await
+                .map_err(|e| failed(action(), e))?;
+                if inserted.rows_affected() == 0 {
+                    return Err(StoreError::Query {
+                        action: action(),
+                        message: "a run with this id is already stored".into(),
+                    });
+                }
+                Ok(())
+            }
+            Write::Attempt { run_id, worker_id, columns } => {
+                let action = || format!("save attempt {} of run `{run_id}`", columns.iteration);
+                check_holder(tx, run_id, worker_id, false, &action).await?;
+                upsert_attempt(tx, SAVE_ATTEMPT, run_id, columns, now).await.map_err(|e| failed(action(), e))?;
+                sqlx::query(
+                    "UPDATE runs SET updated_at = $2,
+                         iterations = (SELECT COUNT(*) FROM attempts WHERE run_id = $1),
+                         best_score = (SELECT MAX(score) FROM attempts WHERE run_id = $1 AND has_artifact),
+                         model = COALESCE(model, $3)
+                     WHERE id = $1",
+                )
+                .bind(run_id)
+                .bind(now)
+                .bind(&columns.model)
+                .execute(&mut **tx)
+                .await
+                .map_err(|e| failed(action(), e))?;
+                Ok(())
+            }
+            Write::Finish { run_id, worker_id, columns, kept } => {
+                let action = || format!("finish run `{run_id}`");
+                check_holder(tx, run_id, worker_id, true, &action).await?;
+                sqlx::query(
+                    "UPDATE runs SET state = $2, halted_because = $3, iterations = $4, best_score = $5, result = $6,
+                         updated_at = $7, lease_until = NULL
+                     WHERE id = $1",
+                )
+                .bind(run_id)
+                .bind(columns.state)
+                .bind(columns.halted_because)
+                .bind(columns.iterations)
+                .bind(columns.best_score)
+                .bind(&columns.result)
+                .bind(now)
+                .execute(&mut **tx)
+                .await
+                .map_err(|e| failed(action(), e))?;
+                for attempt in &columns.history {
+                    upsert_attempt(tx, KEEP_ATTEMPT, run_id, attempt, now).await.map_err(|e| failed(action(), e))?;
+                }
+                sqlx::query(
+                    "DELETE FROM attempts WHERE run_id = $1 AND iteration NOT IN (SELECT value FROM json_each($2))",
+                )
+                .bind(run_id)
+                .bind(kept)
+                .execute(&mut **tx)
+                .await
+                .map_err(|e| failed(action(), e))?;
+                Ok(())
+            }
+        }
     }
 }
 

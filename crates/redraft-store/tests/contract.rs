@@ -117,6 +117,7 @@ contract!(
     cancel_withdraw_and_a_full_queue,
     attempt_times_are_kept,
     raw_text_reads_back_as_the_artifact,
+    refused_writes_among_many_leave_the_others_stored,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -654,6 +655,39 @@ async fn attempt_times_are_kept(store: Arc<dyn Store>) {
             (Some("2026-11-24T09:00:02.000Z".into()), Some("2026-11-24T09:00:02.900Z".into())),
         ]
     );
+}
+
+/// Many writes at once (which the SQLite store commits together), half of them refused (the
+/// writer does not hold the run, or the run id is taken): every other write is stored, every
+/// refused one reports why.
+async fn refused_writes_among_many_leave_the_others_stored(store: Arc<dyn Store>) {
+    for r in 0..20 {
+        store.insert_run(&held(&format!("m{r:02}"), &SPEC)).await.unwrap();
+    }
+    let tasks: Vec<_> = (0..20)
+        .map(|r| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let run_id = format!("m{r:02}");
+                let writer = if r % 2 == 0 { W } else { "intruder" };
+                let saved = store.save_attempt(&run_id, writer, &attempt(1, 0.5, Some(json!(r)))).await;
+                let again = store.insert_run(&queued(&run_id, &SPEC)).await;
+                (r, saved, again)
+            })
+        })
+        .collect();
+    for task in tasks {
+        let (r, saved, again) = task.await.unwrap();
+        assert!(matches!(again, Err(StoreError::Query { .. })), "run {r} inserted twice");
+        let stored = store.run(&format!("m{r:02}")).await.unwrap().unwrap();
+        if r % 2 == 0 {
+            saved.unwrap();
+            assert_eq!(stored.attempts.len(), 1);
+        } else {
+            assert!(matches!(saved, Err(StoreError::LeaseLost { .. })), "{saved:?}");
+            assert!(stored.attempts.is_empty());
+        }
+    }
 }
 
 static SPEC: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| json!({"prompt": "p"}));
