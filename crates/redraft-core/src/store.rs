@@ -208,6 +208,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// Runs waiting in the queue.
     async fn queue_depth(&self) -> Result<u64, StoreError>;
+
+    /// The state of each of `run_ids` that is stored, in one read (for a process waiting on
+    /// many runs at once).
+    async fn states(&self, run_ids: &[String]) -> Result<Vec<(String, RunState)>, StoreError>;
 }
 
 /// The store failed.

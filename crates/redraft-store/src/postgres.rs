@@ -446,6 +446,18 @@ impl Store for PostgresStore {
         .map_err(|e| failed("list unfinished runs", e))
     }
 
+    async fn states(&self, run_ids: &[String]) -> Result<Vec<(String, RunState)>, StoreError> {
+        if run_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query_as::<_, (String, String)>("SELECT id, state FROM runs WHERE id = ANY($1)")
+            .bind(run_ids)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| failed("read the states of runs", e))?;
+        rows.into_iter().map(|(id, state)| Ok((crate::rows::state(&id, &state)?, id)).map(|(s, id)| (id, s))).collect()
+    }
+
     async fn queue_depth(&self) -> Result<u64, StoreError> {
         let n = sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM runs WHERE state = 'queued'")
             .fetch_one(&self.pool)

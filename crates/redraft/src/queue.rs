@@ -49,6 +49,9 @@ struct Hold {
     /// Set when the lease is lost or can no longer be renewed: the run stops and writes
     /// nothing more (a cancelled result would be a lie; another worker resumes it).
     abandoned: Arc<AtomicBool>,
+    /// Set when the run has halted and its result is being written: a renewal that no longer
+    /// finds it running is then no loss.
+    halted: Arc<AtomicBool>,
 }
 
 impl fmt::Debug for Worker {
@@ -103,8 +106,15 @@ impl Worker {
     /// asked for or its lease is lost. Watched until the returned guard is dropped.
     pub fn hold(self: &Arc<Self>, run_id: &str, cancel: CancellationToken) -> HoldGuard {
         let abandoned = Arc::new(AtomicBool::new(false));
-        self.held().insert(run_id.to_owned(), Hold { cancel, since: Instant::now(), abandoned: abandoned.clone() });
+        let halted = Arc::new(AtomicBool::new(false));
+        self.held()
+            .insert(run_id.to_owned(), Hold { cancel, since: Instant::now(), abandoned: abandoned.clone(), halted });
         HoldGuard { worker: Arc::downgrade(self), run_id: run_id.to_owned(), abandoned }
+    }
+
+    /// The flag a recorder sets when the run has halted, before it writes the result.
+    pub fn halted_flag(&self, run_id: &str) -> Arc<AtomicBool> {
+        self.held().get(run_id).map(|h| h.halted.clone()).unwrap_or_default()
     }
 
     /// The flag set when this worker abandons `run_id` (its lease was lost): a recorder checks
@@ -136,7 +146,7 @@ impl Worker {
                     if cancel.contains(run_id) {
                         tracing::info!(%run_id, "cancel requested: cancelling the run");
                         hold.cancel.cancel();
-                    } else if hold.since < asked && !renewed.contains(run_id) {
+                    } else if hold.since < asked && !renewed.contains(run_id) && !hold.halted.load(Ordering::SeqCst) {
                         tracing::warn!(%run_id, worker = %self.id, "the lease on this run was lost: another worker resumes it");
                         hold.abandoned.store(true, Ordering::SeqCst);
                         hold.cancel.cancel();
@@ -329,8 +339,10 @@ pub struct Executor {
     wake: Notify,
     tracker: TaskTracker,
     stopping: CancellationToken,
-    /// Requests waiting for the result of a run, told when it ends here.
-    waiters: Mutex<HashMap<String, Vec<oneshot::Sender<RunResult>>>>,
+    /// Requests waiting for the result of a run, told when it ends here or by the poller.
+    waiters: Mutex<HashMap<String, Waiting>>,
+    /// Whether the poller of awaited runs is running.
+    polling: AtomicBool,
 }
 
 impl fmt::Debug for Executor {
@@ -358,6 +370,7 @@ impl Executor {
             tracker: TaskTracker::new(),
             stopping: CancellationToken::new(),
             waiters: Mutex::new(HashMap::new()),
+            polling: AtomicBool::new(false),
         })
     }
 
@@ -550,64 +563,111 @@ impl Executor {
 
     /// Requests in this process waiting for a run's result.
     pub fn waiting(&self) -> usize {
-        self.waiters().values().map(Vec::len).sum()
+        self.waiters().values().map(|w| w.senders.len()).sum()
     }
 
-    fn waiters(&self) -> MutexGuard<'_, HashMap<String, Vec<oneshot::Sender<RunResult>>>> {
+    fn waiters(&self) -> MutexGuard<'_, HashMap<String, Waiting>> {
         self.waiters.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn tell_waiters(&self, run_id: &str, outcome: &Result<RunResult, ConfigError>) {
-        let waiting = self.waiters().remove(run_id).unwrap_or_default();
         if let Ok(result) = outcome {
-            for waiter in waiting {
-                let _ = waiter.send(result.clone());
+            let waiting = self.waiters().remove(run_id);
+            for waiter in waiting.map(|w| w.senders).unwrap_or_default() {
+                let _ = waiter.send(Ok(Some(result.clone())));
             }
         }
     }
 
     /// Wait for the result of run `run_id`, wherever it executes: told at once when it ends in
-    /// this process, else read from the store (every `poll`, sooner at first). A run still
-    /// queued after `[queue] max_wait` is withdrawn — it will never run — and `Ok(None)`
-    /// returned.
-    pub async fn wait(&self, run_id: &str) -> Result<Option<RunResult>, ConfigError> {
-        let (tx, mut rx) = oneshot::channel();
-        self.waiters().entry(run_id.to_owned()).or_default().push(tx);
-        let outcome = self.wait_inner(run_id, &mut rx).await;
-        let mut waiters = self.waiters();
-        if let Some(list) = waiters.get_mut(run_id) {
-            list.retain(|w| !w.is_closed());
-            if list.is_empty() {
-                waiters.remove(run_id);
-            }
+    /// this process, else found by the one poller that reads the states of every awaited run
+    /// in a single query. A run still queued after `[queue] max_wait` is withdrawn — it will
+    /// never run — and `Ok(None)` returned.
+    pub async fn wait(self: &Arc<Self>, run_id: &str) -> Result<Option<RunResult>, ConfigError> {
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut waiters = self.waiters();
+            let deadline = Instant::now() + self.settings.max_wait;
+            waiters
+                .entry(run_id.to_owned())
+                .or_insert_with(|| Waiting { senders: Vec::new(), deadline })
+                .senders
+                .push(tx);
         }
-        outcome
+        if !self.polling.swap(true, Ordering::AcqRel) {
+            tokio::spawn(self.clone().poll_waited());
+        }
+        rx.await.unwrap_or_else(|_| Err(StoreError::NotFound { run_id: run_id.to_owned() }.into()))
     }
 
-    async fn wait_inner(
-        &self,
-        run_id: &str,
-        told: &mut oneshot::Receiver<RunResult>,
-    ) -> Result<Option<RunResult>, ConfigError> {
-        let deadline = Instant::now() + self.settings.max_wait;
-        let mut every = Duration::from_millis(50).min(self.settings.poll);
+    /// Until no request waits: read the states of the awaited runs not executing here, answer
+    /// those that halted, withdraw those queued past their deadline.
+    async fn poll_waited(self: Arc<Self>) {
+        let every = Duration::from_millis(200).min(self.settings.poll);
         loop {
-            tokio::select! {
-                result = &mut *told => if let Ok(result) = result { return Ok(Some(result)) },
-                () = tokio::time::sleep(every) => {}
+            tokio::time::sleep(every).await;
+            let local = self.worker.holding();
+            let ids: Vec<String> = self.waiters().keys().filter(|id| !local.contains(id)).cloned().collect();
+            if ids.is_empty() {
+                self.polling.store(false, Ordering::Release);
+                // A request may have come in between: keep polling for it.
+                if self.waiters().is_empty() || self.polling.swap(true, Ordering::AcqRel) {
+                    return;
+                }
+                continue;
             }
-            every = (every * 2).min(self.settings.poll);
-            let Some(stored) = self.store().run(run_id).await? else {
-                return Err(StoreError::NotFound { run_id: run_id.to_owned() }.into());
+            let states = match self.store().states(&ids).await {
+                Ok(states) => states,
+                Err(e) => {
+                    tracing::warn!("cannot read the state of awaited runs: {e}");
+                    continue;
+                }
             };
-            if let Some(result) = stored.result.filter(|_| stored.state.is_finished()) {
-                return Ok(Some(result));
+            let found: std::collections::HashSet<&String> = states.iter().map(|(id, _)| id).collect();
+            for id in ids.iter().filter(|id| !found.contains(id)) {
+                self.answer(id, Err(StoreError::NotFound { run_id: id.clone() }.into()));
             }
-            if stored.state == RunState::Queued && Instant::now() >= deadline && self.store().withdraw(run_id).await? {
-                return Ok(None);
+            for (run_id, state) in &states {
+                match state {
+                    RunState::Succeeded | RunState::Failed => {
+                        let outcome = self.store().run(run_id).await.map(|stored| stored.and_then(|s| s.result));
+                        self.answer(run_id, outcome.map_err(ConfigError::from));
+                    }
+                    RunState::Queued => {
+                        let due = self.waiters().get(run_id).is_some_and(|w| Instant::now() >= w.deadline);
+                        if due && matches!(self.store().withdraw(run_id).await, Ok(true)) {
+                            self.answer(run_id, Ok(None));
+                        }
+                    }
+                    RunState::Running => {}
+                }
             }
         }
     }
+
+    fn answer(&self, run_id: &str, outcome: Result<Option<RunResult>, ConfigError>) {
+        let waiting = self.waiters().remove(run_id).map(|w| w.senders).unwrap_or_default();
+        for waiter in waiting {
+            let copy = match &outcome {
+                Ok(result) => Ok(result.clone()),
+                Err(ConfigError::Store(StoreError::NotFound { run_id })) => {
+                    Err(StoreError::NotFound { run_id: run_id.clone() }.into())
+                }
+                Err(e) => {
+                    Err(StoreError::Query { action: format!("wait for run `{run_id}`"), message: e.to_string() }.into())
+                }
+            };
+            let _ = waiter.send(copy);
+        }
+    }
+}
+
+/// Requests waiting for one run.
+#[derive(Debug)]
+struct Waiting {
+    senders: Vec<oneshot::Sender<Result<Option<RunResult>, ConfigError>>>,
+    /// When the run, still queued, is withdrawn.
+    deadline: Instant,
 }
 
 #[cfg(test)]

@@ -22,11 +22,14 @@ pub struct Recorder {
     worker_id: String,
     /// Set when the worker abandoned the run (lost its lease): nothing more is written.
     abandoned: Arc<AtomicBool>,
+    /// Set here when the run halts, before its result is written (the run stops being
+    /// `running` then: its worker must not take that for a lost lease).
+    halted: Arc<AtomicBool>,
 }
 
 impl Recorder {
     pub fn new(store: Arc<dyn Store>, worker_id: impl Into<String>) -> Self {
-        Self { store, worker_id: worker_id.into(), abandoned: Arc::default() }
+        Self { store, worker_id: worker_id.into(), abandoned: Arc::default(), halted: Arc::default() }
     }
 
     /// The recorder of a run `worker` holds: it stops writing once the worker abandons it.
@@ -35,6 +38,7 @@ impl Recorder {
             store: worker.store().clone(),
             worker_id: worker.id().to_owned(),
             abandoned: worker.abandoned_flag(run_id),
+            halted: worker.halted_flag(run_id),
         }
     }
 
@@ -66,6 +70,7 @@ impl RunObserver for Recorder {
     }
 
     async fn run_finished(&self, result: &RunResult) {
+        self.halted.store(true, Ordering::SeqCst);
         if self.abandoned(&result.run_id, "the result") {
             return;
         }
