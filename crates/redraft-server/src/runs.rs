@@ -167,7 +167,7 @@ pub async fn list_runs(State(state): State<AppState>, Query(q): Query<ListQuery>
     tag = "runs",
     params(("id" = String, Path, description = "The run id")),
     responses(
-        (status = 200, description = "The result of a finished run, or `{run_id, state, spec, iterations, history}` of one in flight", body = Object),
+        (status = 200, description = "The result of a finished run, or `{run_id, state, spec, iterations, history, holder}` of one queued or in flight (`holder`: the worker and its lease, while running)", body = Object),
         (status = 404, description = "No such run", body = ErrorBody),
     )
 )]
@@ -182,6 +182,7 @@ pub async fn get_run(State(state): State<AppState>, Path(id): Path<String>) -> R
             "spec": stored.spec,
             "iterations": stored.attempts.len(),
             "history": stored.attempts,
+            "holder": stored.holder,
         })));
     }
     Err(unknown_run(&id))

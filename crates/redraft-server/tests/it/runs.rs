@@ -105,6 +105,10 @@ async fn a_running_run_streams_live_events_until_it_finishes() {
         if first_seen_while_running.is_none() && text.contains("attempt_started") {
             let so_far = h.call("GET", &format!("/v1/runs/{run_id}"), None).await;
             first_seen_while_running = Some(so_far.json["state"].clone());
+            // An operator sees who runs it, and until when its lease holds.
+            let holder = &so_far.json["holder"];
+            assert_eq!(holder["worker_id"], h.state.executor().worker().id(), "{}", so_far.text);
+            assert!(holder["lease_until_ms"].as_i64().unwrap() > 1_700_000_000_000, "{}", so_far.text);
         }
     }
     assert_eq!(first_seen_while_running, Some(json!("running")), "the first event came while the run was in flight");
@@ -260,7 +264,8 @@ async fn a_worker_checks_a_queued_run_against_its_own_allow_list() {
     let accepted = api.call("POST", "/v1/runs", Some(spec)).await;
     assert_eq!(accepted.status, 202, "{}", accepted.text);
     let run_id = accepted.json["run_id"].as_str().unwrap().to_owned();
-    assert_eq!(api.call("GET", &format!("/v1/runs/{run_id}"), None).await.json["state"], "queued");
+    let queued = api.call("GET", &format!("/v1/runs/{run_id}"), None).await.json;
+    assert_eq!((queued["state"].as_str(), queued["holder"].is_null()), (Some("queued"), true), "{queued}");
 
     // A worker on the same store whose config admits no command.
     let config = config(&api.model.base_url(), api.dir.path());
