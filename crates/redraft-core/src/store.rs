@@ -166,7 +166,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Claim the oldest run waiting for a worker: a queued one, or a running one (not
     /// [`NewRun::local`]) whose lease has expired (taken over). `None` when there is none. Two claimers never get the same
     /// run.
-    async fn claim_next(&self, lease: &Lease<'_>) -> Result<Option<Claimed>, StoreError>;
+    async fn claim_next(&self, lease: &Lease<'_>) -> Result<Option<Claimed>, StoreError> {
+        Ok(self.claim_many(lease, 1).await?.into_iter().next())
+    }
+
+    /// Like [`Store::claim_next`], up to `limit` runs at once (a worker with that many free
+    /// slots), oldest first.
+    async fn claim_many(&self, lease: &Lease<'_>, limit: usize) -> Result<Vec<Claimed>, StoreError>;
 
     /// Claim one run: queued, or running under an expired lease — or under any lease when
     /// `force` is set (its holder is known to be dead). A live lease held by another worker is

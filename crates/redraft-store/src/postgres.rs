@@ -120,21 +120,21 @@ async fn upsert_attempt(
     Ok(())
 }
 
-/// Claim the oldest run whose worker stopped renewing its lease (never the claimer's own: it is
-/// alive, so it is still running it).
+/// Claim the oldest runs (at most `$3`) whose worker stopped renewing its lease (never the
+/// claimer's own: it is alive, so it is still running it).
 const CLAIM_EXPIRED: &str = "UPDATE runs SET state = 'running', worker_id = $1, lease_until = redraft_now_ms() + $2,
          updated_at = redraft_now_ms()
-     WHERE id = (SELECT id FROM runs
-                 WHERE state = 'running' AND (lease_until IS NULL OR lease_until < redraft_now_ms()) AND NOT local
-                     AND worker_id IS DISTINCT FROM $1
-                 ORDER BY created_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED)
+     WHERE id IN (SELECT id FROM runs
+                  WHERE state = 'running' AND (lease_until IS NULL OR lease_until < redraft_now_ms()) AND NOT local
+                      AND worker_id IS DISTINCT FROM $1
+                  ORDER BY created_at, seq LIMIT $3 FOR UPDATE SKIP LOCKED)
      RETURNING id";
 
-/// Claim the oldest queued run.
+/// Claim the oldest queued runs (at most `$3`).
 const CLAIM_QUEUED: &str = "UPDATE runs SET state = 'running', worker_id = $1, lease_until = redraft_now_ms() + $2,
          updated_at = redraft_now_ms()
-     WHERE id = (SELECT id FROM runs WHERE state = 'queued' AND NOT local ORDER BY created_at, seq
-                 LIMIT 1 FOR UPDATE SKIP LOCKED)
+     WHERE id IN (SELECT id FROM runs WHERE state = 'queued' AND NOT local ORDER BY created_at, seq
+                  LIMIT $3 FOR UPDATE SKIP LOCKED)
      RETURNING id";
 
 /// Lock the run's row and fail unless `worker_id` holds it running, or (when `finished` is
@@ -227,23 +227,28 @@ impl Store for PostgresStore {
         Ok(())
     }
 
-    async fn claim_next(&self, lease: &Lease<'_>) -> Result<Option<Claimed>, StoreError> {
+    async fn claim_many(&self, lease: &Lease<'_>, limit: usize) -> Result<Vec<Claimed>, StoreError> {
         let worker_id = lease.worker_id;
-        let action = || format!("claim a run for worker `{worker_id}`");
+        let action = || format!("claim runs for worker `{worker_id}`");
+        let mut left = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut claimed = Vec::new();
         // Runs whose worker stopped renewing first (they are older), then the queue; rows
         // another claimer has locked are skipped, never waited for.
         for (statement, takeover) in [(CLAIM_EXPIRED, true), (CLAIM_QUEUED, false)] {
-            let claimed = sqlx::query_scalar::<_, String>(statement)
+            if left <= 0 {
+                break;
+            }
+            let ids = sqlx::query_scalar::<_, String>(statement)
                 .bind(worker_id)
                 .bind(lease_ms(lease.ttl))
-                .fetch_optional(&self.pool)
+                .bind(left)
+                .fetch_all(&self.pool)
                 .await
                 .map_err(|e| failed(action(), e))?;
-            if let Some(run_id) = claimed {
-                return Ok(Some(Claimed { run_id, takeover }));
-            }
+            left -= i64::try_from(ids.len()).unwrap_or(0);
+            claimed.extend(ids.into_iter().map(|run_id| Claimed { run_id, takeover }));
         }
-        Ok(None)
+        Ok(claimed)
     }
 
     async fn claim_run(&self, run_id: &str, lease: &Lease<'_>, force: bool) -> Result<Claim, StoreError> {

@@ -259,9 +259,10 @@ impl Store for SqliteStore {
         self.batch.write(write).await
     }
 
-    async fn claim_next(&self, lease: &Lease<'_>) -> Result<Option<Claimed>, StoreError> {
+    async fn claim_many(&self, lease: &Lease<'_>, limit: usize) -> Result<Vec<Claimed>, StoreError> {
         let worker_id = lease.worker_id;
-        let action = || format!("claim a run for worker `{worker_id}`");
+        let action = || format!("claim runs for worker `{worker_id}`");
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let now = now_ms();
         let mut tx = self.write(action).await?;
         // Runs whose worker stopped renewing first (they are older), then the queue. Never a
@@ -269,29 +270,36 @@ impl Store for SqliteStore {
         let expired = sqlx::query_scalar::<_, String>(
             "SELECT id FROM runs WHERE state = 'running' AND (lease_until IS NULL OR lease_until < $1) AND NOT local
                  AND worker_id IS NOT $2
-             ORDER BY created_at, seq LIMIT 1",
+             ORDER BY created_at, seq LIMIT $3",
         )
         .bind(now)
         .bind(worker_id)
-        .fetch_optional(&mut *tx)
+        .bind(limit)
+        .fetch_all(&mut *tx)
         .await
         .map_err(|e| failed(action(), e))?;
-        let (run_id, takeover) = match expired {
-            Some(id) => (Some(id), true),
-            None => (
-                sqlx::query_scalar::<_, String>(
-                    "SELECT id FROM runs WHERE state = 'queued' AND NOT local ORDER BY created_at, seq LIMIT 1",
-                )
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(|e| failed(action(), e))?,
-                false,
-            ),
+        let left = limit.saturating_sub(i64::try_from(expired.len()).unwrap_or(0));
+        let queued = if left > 0 {
+            sqlx::query_scalar::<_, String>(
+                "SELECT id FROM runs WHERE state = 'queued' AND NOT local ORDER BY created_at, seq LIMIT $1",
+            )
+            .bind(left)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(|e| failed(action(), e))?
+        } else {
+            Vec::new()
         };
-        let Some(run_id) = run_id else { return Ok(None) };
-        take(&mut tx, &run_id, lease, now).await.map_err(|e| failed(action(), e))?;
+        let claimed: Vec<Claimed> = expired
+            .into_iter()
+            .map(|run_id| Claimed { run_id, takeover: true })
+            .chain(queued.into_iter().map(|run_id| Claimed { run_id, takeover: false }))
+            .collect();
+        for c in &claimed {
+            take(&mut tx, &c.run_id, lease, now).await.map_err(|e| failed(action(), e))?;
+        }
         tx.commit().await.map_err(|e| failed(action(), e))?;
-        Ok(Some(Claimed { run_id, takeover }))
+        Ok(claimed)
     }
 
     async fn claim_run(&self, run_id: &str, lease: &Lease<'_>, force: bool) -> Result<Claim, StoreError> {

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use redraft_core::{Ceilings, Claim, Lease, NewRun, RunObserver, RunResult, RunState, Store, StoreError};
+use redraft_core::{Ceilings, Claim, Lease, NewRun, RunObserver, RunResult, RunState, Store, StoreError, Task};
 use redraft_eval::kind::Kinds;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::task::JoinHandle;
@@ -24,7 +24,11 @@ use crate::config::{Config, QueueConfig};
 use crate::error::ConfigError;
 use crate::guard::Guard;
 use crate::recorder::{self, Start};
+use crate::runner::Runner;
 use crate::spec::{RunSpec, SpecSetup};
+
+/// Runs claimed in one statement at most.
+const CLAIM_BATCH: usize = 64;
 
 /// This process as a worker: an id unique to it, and the leases it holds, renewed every
 /// heartbeat in one store write. A run whose lease this worker lost (another worker took it
@@ -411,20 +415,22 @@ impl Executor {
         Ok(())
     }
 
-    /// Accept a run: check it, store it, and start it at once when a slot is free here, or
-    /// leave it queued. Nothing is acknowledged before the store has it.
+    /// Accept a run: check it (built once, here: the runner that checked it is the one that
+    /// runs it), store it, and start it at once when a slot is free here, or leave it queued.
+    /// Nothing is acknowledged before the store has it.
     pub async fn accept(self: &Arc<Self>, run_id: &str, spec: &RunSpec) -> Result<Accepted, AcceptError> {
         if self.stopping.is_cancelled() {
             return Err(AcceptError::Busy("the server is shutting down".into()));
         }
-        self.check(spec)?;
+        let (builder, task) = spec.prepare(&self.setup())?;
+        let runner = builder.build()?;
         let value = serde_json::to_value(spec)
             .map_err(|e| ConfigError::Invalid { key: "spec".into(), message: e.to_string() })?;
         if let Ok(slot) = self.slots.clone().try_acquire_owned() {
             let new =
                 NewRun { run_id, spec: &value, holder: Some(self.worker.lease()), max_queued: None, local: false };
             self.store().insert_run(&new).await.map_err(ConfigError::from)?;
-            return Ok(Accepted::Started(self.execute(run_id.to_owned(), Some(spec.clone()), Some(slot))));
+            return Ok(Accepted::Started(self.execute(run_id.to_owned(), Some((runner, task)), Some(slot))));
         }
         let new = NewRun {
             run_id,
@@ -446,12 +452,12 @@ impl Executor {
     }
 
     /// Execute a run this worker holds, in a slot (`None`: without one — a run cancelled before
-    /// it started needs no model). `spec`: the run's spec when this process just accepted it
-    /// (else it is read from the store, with the attempts to resume from).
+    /// it started needs no model). `built`: the runner and task when this process just accepted
+    /// it (else they are set up from the stored spec, with the attempts to resume from).
     fn execute(
         self: &Arc<Self>,
         run_id: String,
-        spec: Option<RunSpec>,
+        built: Option<(Runner, Task)>,
         slot: Option<OwnedSemaphorePermit>,
     ) -> JoinHandle<Result<RunResult, ConfigError>> {
         let (observers, cancel) = self.hooks.started(&run_id);
@@ -460,8 +466,8 @@ impl Executor {
         let task = async move {
             let how = Start { run_id: Some(run_id.clone()), observers, cancel };
             let setup = this.setup();
-            let mut outcome = match spec {
-                Some(spec) => recorder::run_held(&spec, &setup, &this.worker, how).await,
+            let mut outcome = match built {
+                Some((runner, task)) => recorder::run_built(runner, task, &this.worker, how).await,
                 None => recorder::run_claimed(&run_id, &setup, &this.worker, how).await,
             };
             if hold.abandoned() {
@@ -508,24 +514,39 @@ impl Executor {
             return;
         }
         loop {
-            let slot = tokio::select! {
+            let mut slots = tokio::select! {
                 () = self.stopping.cancelled() => return,
                 slot = self.slots.clone().acquire_owned() => match slot {
                     Ok(slot) => slot,
                     Err(_) => return,
                 },
             };
-            let claimed = self.store().claim_next(&self.worker.lease()).await;
-            match claimed {
-                Ok(Some(claimed)) => {
-                    self.hooks.claimed(&claimed.run_id, claimed.takeover);
-                    drop(self.execute(claimed.run_id, None, Some(slot)));
-                    continue;
-                }
-                Ok(None) => {}
-                Err(e) => tracing::warn!("cannot claim a run from the queue: {e}"),
+            // Every free slot at once (a burst is claimed in a few statements, not one by one).
+            let more = self.slots.available_permits().min(CLAIM_BATCH - 1);
+            if let Some(more) = u32::try_from(more).ok().filter(|n| *n > 0)
+                && let Ok(extra) = self.slots.clone().try_acquire_many_owned(more)
+            {
+                slots.merge(extra);
             }
-            drop(slot);
+            let wanted = slots.num_permits();
+            match self.store().claim_many(&self.worker.lease(), wanted).await {
+                Ok(claimed) => {
+                    let all = claimed.len() == wanted;
+                    for claimed in claimed {
+                        let Some(slot) = slots.split(1) else { break };
+                        self.hooks.claimed(&claimed.run_id, claimed.takeover);
+                        drop(self.execute(claimed.run_id, None, Some(slot)));
+                    }
+                    drop(slots);
+                    if all {
+                        continue;
+                    }
+                }
+                Err(e) => {
+                    drop(slots);
+                    tracing::warn!("cannot claim runs from the queue: {e}");
+                }
+            }
             tokio::select! {
                 () = self.stopping.cancelled() => return,
                 () = self.wake.notified() => {}

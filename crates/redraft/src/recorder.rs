@@ -5,12 +5,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use redraft_core::{AttemptRecord, Claim, NewRun, RunObserver, RunResult, Store, StoreError};
+use redraft_core::{AttemptRecord, Claim, NewRun, RunObserver, RunResult, Store, StoreError, Task};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ConfigError;
 use crate::queue::Worker;
-use crate::runner::{RunOptions, new_run_id};
+use crate::runner::{RunOptions, Runner, new_run_id};
 use crate::spec::{RunSpec, SpecSetup};
 
 /// Writes each attempt and the result to a store as the run happens, as the worker holding the
@@ -133,6 +133,18 @@ pub async fn run_held(
         Ok(runner) => runner,
         Err(e) => return Err(fail_unrunnable(worker, &run_id, Vec::new(), e).await),
     };
+    runner.run_with(task, RunOptions { run_id: Some(run_id), cancel: how.cancel, restore: Vec::new() }).await
+}
+
+/// Run `task` with `runner` (already built from the run's spec) as run `how.run_id`, already
+/// stored and held by `worker`.
+pub async fn run_built(runner: Runner, task: Task, worker: &Arc<Worker>, how: Start) -> Result<RunResult, ConfigError> {
+    let run_id = how.run_id.clone().unwrap_or_else(new_run_id);
+    let mut runner = runner;
+    for o in how.observers {
+        runner = runner.with_observer(o);
+    }
+    let runner = runner.with_observer(Arc::new(Recorder::holding(worker, &run_id)));
     runner.run_with(task, RunOptions { run_id: Some(run_id), cancel: how.cancel, restore: Vec::new() }).await
 }
 

@@ -281,6 +281,12 @@ impl Runner {
         RunnerBuilder::default()
     }
 
+    /// This runner, also telling `observer` about every attempt (after the others).
+    pub fn with_observer(mut self, observer: Arc<dyn RunObserver>) -> Self {
+        self.observers.push(observer);
+        self
+    }
+
     /// The primary proposer's `provider/model` name.
     pub fn model_name(&self) -> &str {
         self.template.model.as_str()
