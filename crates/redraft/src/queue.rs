@@ -347,6 +347,10 @@ pub struct Executor {
     waiters: Mutex<HashMap<String, Waiting>>,
     /// Whether the poller of awaited runs is running.
     polling: AtomicBool,
+    /// The queue's depth when last counted, and when.
+    depth: Mutex<Option<(u64, Instant)>>,
+    /// Whether a request is counting the queue now.
+    counting: AtomicBool,
 }
 
 impl fmt::Debug for Executor {
@@ -375,6 +379,8 @@ impl Executor {
             stopping: CancellationToken::new(),
             waiters: Mutex::new(HashMap::new()),
             polling: AtomicBool::new(false),
+            depth: Mutex::new(None),
+            counting: AtomicBool::new(false),
         })
     }
 
@@ -432,13 +438,7 @@ impl Executor {
             self.store().insert_run(&new).await.map_err(ConfigError::from)?;
             return Ok(Accepted::Started(self.execute(run_id.to_owned(), Some((runner, task)), Some(slot))));
         }
-        let new = NewRun {
-            run_id,
-            spec: &value,
-            holder: None,
-            max_queued: Some(self.settings.max_queued_runs),
-            local: false,
-        };
+        let new = NewRun { run_id, spec: &value, holder: None, max_queued: self.bound_to_check().await, local: false };
         match self.store().insert_run(&new).await {
             Ok(()) => {
                 self.wake.notify_one();
@@ -448,6 +448,37 @@ impl Executor {
                 "the queue is full: {queued} runs are waiting (`[queue] max_queued_runs`)"
             ))),
             Err(e) => Err(ConfigError::from(e).into()),
+        }
+    }
+
+    /// The bound on queued runs for the store to check as it inserts one, or `None` when the
+    /// queue is known (as of at most 200 ms ago) to be a tenth of it or more below it: counting
+    /// the queue on every insert would cost a scan of it each time, which a burst of thousands
+    /// of runs cannot afford. The bound may thus be passed by the runs accepted within those
+    /// 200 ms, never by more.
+    async fn bound_to_check(&self) -> Option<u64> {
+        let max = self.settings.max_queued_runs;
+        let far = |depth: u64| depth.saturating_add((max / 10).max(1)) < max;
+        let known = *self.depth.lock().unwrap_or_else(|e| e.into_inner());
+        let fresh = known.filter(|(_, at)| at.elapsed() < Duration::from_millis(200));
+        if let Some((depth, _)) = fresh {
+            return if far(depth) { None } else { Some(max) };
+        }
+        if self.counting.swap(true, Ordering::AcqRel) {
+            // Another request is counting: go by what was known, if anything.
+            return match known {
+                Some((depth, _)) if far(depth) => None,
+                _ => Some(max),
+            };
+        }
+        let counted = self.store().queue_depth().await;
+        self.counting.store(false, Ordering::Release);
+        match counted {
+            Ok(depth) => {
+                *self.depth.lock().unwrap_or_else(|e| e.into_inner()) = Some((depth, Instant::now()));
+                if far(depth) { None } else { Some(max) }
+            }
+            Err(_) => Some(max),
         }
     }
 
