@@ -288,6 +288,7 @@ async fn postgres_workers_killed_mid_run_lose_and_repeat_nothing() {
     let recorded = all_finished_once(&base, &ids, Duration::from_secs(120), dir.path()).await;
     assert_eq!(recorded, 600);
     let calls = model.calls();
+    eprintln!("chaos: {calls} model calls, {recorded} recorded attempts, {in_flight_at_kills} runs held at the kills");
     assert!(
         calls <= recorded + in_flight_at_kills,
         "{calls} calls for {recorded} recorded attempts and {in_flight_at_kills} in flight at the kills"
@@ -334,6 +335,7 @@ async fn a_sqlite_server_killed_after_a_202_and_mid_run_loses_and_repeats_nothin
     let recorded = all_finished_once(&base, &ids, Duration::from_secs(120), dir.path()).await;
     assert_eq!(recorded, 180);
     let calls = model.calls();
+    eprintln!("chaos: {calls} model calls, {recorded} recorded attempts, {in_flight_at_kills} runs held at the kills");
     assert!(
         calls <= recorded + in_flight_at_kills,
         "{calls} calls for {recorded} recorded attempts and {in_flight_at_kills} in flight at the kills"
