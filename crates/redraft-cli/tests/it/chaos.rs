@@ -420,7 +420,10 @@ async fn out_of_descriptors_sheds_with_503_and_fails_no_accepted_run() {
                 // answer is still there to read.
                 let _ = socket.write_all(request.as_bytes()).await;
                 let mut answer = Vec::new();
-                socket.read_to_end(&mut answer).await.map_err(|e| format!("{e:?}"))?;
+                tokio::time::timeout(Duration::from_secs(60), socket.read_to_end(&mut answer))
+                    .await
+                    .map_err(|_| "no answer in 60 s".to_owned())?
+                    .map_err(|e| format!("{e:?}"))?;
                 let answer = String::from_utf8_lossy(&answer).into_owned();
                 let status: u16 = answer.get(9..12).and_then(|s| s.parse().ok()).ok_or_else(|| answer.clone())?;
                 let retry_after = answer
