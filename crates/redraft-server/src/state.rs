@@ -179,11 +179,6 @@ impl AppState {
         self.metrics().set_runs_waiting(u64::try_from(self.inner.executor.waiting()).unwrap_or(u64::MAX));
     }
 
-    /// Check a spec as a run would, without running anything: 400/403/404 when it cannot run.
-    pub fn check(&self, spec: &RunSpec) -> Result<(), ApiError> {
-        Ok(self.inner.executor.check(spec)?)
-    }
-
     /// Store a run and start it here when a slot is free, or queue it: 503 with `Retry-After`
     /// when the queue is full, the store cannot take it, or the server is stopping.
     pub async fn accept(&self, run_id: &str, spec: &RunSpec) -> Result<Accepted, ApiError> {

@@ -415,12 +415,6 @@ impl Executor {
         self.capacity.saturating_sub(self.slots.available_permits())
     }
 
-    /// Check `spec` as a run would (nothing is stored or sent): the error says why it cannot run.
-    pub fn check(&self, spec: &RunSpec) -> Result<(), ConfigError> {
-        spec.prepare(&self.setup())?.0.build()?;
-        Ok(())
-    }
-
     /// Accept a run: check it (built once, here: the runner that checked it is the one that
     /// runs it), store it, and start it at once when a slot is free here, or leave it queued.
     /// Nothing is acknowledged before the store has it.

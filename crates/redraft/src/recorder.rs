@@ -1,5 +1,5 @@
 //! Runs recorded as they happen: a [`Recorder`] writes every attempt to the store when it is
-//! made, as the worker holding the run. [`start`], [`run_held`], [`run_claimed`] and
+//! made, as the worker holding the run. [`start`], [`run_built`], [`run_claimed`] and
 //! [`resume`] are the one way every face begins or continues a stored run.
 
 use std::sync::Arc;
@@ -106,34 +106,15 @@ pub async fn start(
             .run_with(task, RunOptions { run_id: Some(run_id), cancel: how.cancel, restore: Vec::new() })
             .await;
     };
-    // Check everything before the run is stored.
-    prepare(spec, setup, Vec::new(), None)?.0.build()?;
+    // Built (so checked) once, before the run is stored; the runner that checked it runs it.
+    let (builder, task) = spec.prepare(setup)?;
+    let runner = builder.build()?;
     let value =
         serde_json::to_value(spec).map_err(|e| ConfigError::Invalid { key: "spec".into(), message: e.to_string() })?;
     let new = NewRun { run_id: &run_id, spec: &value, holder: Some(worker.lease()), max_queued: None, local: true };
     worker.store().insert_run(&new).await?;
     let _hold = worker.hold(&run_id, how.cancel.clone());
-    run_held(spec, setup, worker, how).await
-}
-
-/// Run `spec` as run `how.run_id`, already stored and held by `worker` (which watches it).
-pub async fn run_held(
-    spec: &RunSpec,
-    setup: &SpecSetup<'_>,
-    worker: &Arc<Worker>,
-    how: Start,
-) -> Result<RunResult, ConfigError> {
-    let run_id = how.run_id.clone().unwrap_or_else(new_run_id);
-    let recorder = Recorder::holding(worker, &run_id);
-    let (builder, task) = match prepare(spec, setup, how.observers, Some(recorder)) {
-        Ok(prepared) => prepared,
-        Err(e) => return Err(fail_unrunnable(worker, &run_id, Vec::new(), e).await),
-    };
-    let runner = match builder.build() {
-        Ok(runner) => runner,
-        Err(e) => return Err(fail_unrunnable(worker, &run_id, Vec::new(), e).await),
-    };
-    runner.run_with(task, RunOptions { run_id: Some(run_id), cancel: how.cancel, restore: Vec::new() }).await
+    run_built(runner, task, worker, how).await
 }
 
 /// Run `task` with `runner` (already built from the run's spec) as run `how.run_id`, already

@@ -232,7 +232,8 @@ impl FakeDeath {
             NewRun { run_id: &run_id, spec: &value, holder: Some(worker.lease()), max_queued: None, local: false };
         store.insert_run(&new).await.unwrap();
         let how = Start { run_id: Some(run_id.clone()), ..Start::default() };
-        let running = recorder::run_held(spec, &setup, &worker, how);
+        let (builder, task) = spec.prepare(&setup).unwrap();
+        let running = recorder::run_built(builder.build().unwrap(), task, &worker, how);
         tokio::pin!(running);
         loop {
             tokio::select! {
@@ -277,4 +278,32 @@ async fn a_worker_checks_a_queued_run_against_its_own_allow_list() {
     assert_eq!(result["error"]["code"], "cannot_run", "{result}");
     assert!(result["error"]["message"].as_str().unwrap().contains("exec_allow"), "{result}");
     assert_eq!(api.model.calls().await, 0, "nothing was sent to the model");
+}
+
+/// `DELETE` on an API node cancels a run another process executes: its worker sees the request
+/// when it renews its lease, and the run halts as `cancelled` without waiting for the model.
+#[tokio::test]
+async fn delete_cancels_a_run_executing_in_another_process() {
+    let api = crate::harness_with(vec![slow(r#"{"city": "Toledo"}"#, Duration::from_secs(30))], vec![], |c| {
+        c.server.max_concurrent_runs = 0;
+    })
+    .await;
+    let accepted = api.call("POST", "/v1/runs", Some(city_spec())).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.text);
+    let run_id = accepted.json["run_id"].as_str().unwrap().to_owned();
+    let mut config = config(&api.model.base_url(), api.dir.path());
+    config.queue.heartbeat = Duration::from_millis(100);
+    let store = redraft::store::open(&config).await.unwrap();
+    let worker = AppState::new(config, store, vec![]).unwrap();
+    while api.model.calls().await < 1 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(api.state.live(&run_id).is_none() && worker.live(&run_id).is_some(), "the other process runs it");
+
+    let started = std::time::Instant::now();
+    let cancelled = api.call("DELETE", &format!("/v1/runs/{run_id}"), None).await;
+    assert_eq!(cancelled.status, 200, "{}", cancelled.text);
+    assert_eq!(cancelled.json["halted_because"], "cancelled", "{}", cancelled.text);
+    assert!(started.elapsed() < Duration::from_secs(5), "it did not wait for the model");
+    assert_eq!(api.model.calls().await, 1);
 }
