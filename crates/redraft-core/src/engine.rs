@@ -4,6 +4,7 @@
 //! evaluators, measures time) and reports back with [`Engine::settle`]. Time comes in as
 //! values; nothing here sleeps, reads a clock or draws random numbers.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -76,8 +77,8 @@ pub struct Plan {
     pub policy: Policy,
     pub ceilings: Ceilings,
     pub mode: Mode,
-    /// The JSON Schema shown to the proposer, if any.
-    pub schema: Option<Value>,
+    /// The JSON Schema shown to the proposer, if any (shared by every run of a runner).
+    pub schema: Option<Arc<Value>>,
     /// An example instance; by default a skeleton is generated from the schema.
     pub example: Option<Value>,
     pub prompt_style: PromptStyle,
@@ -242,8 +243,20 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Check the plan and prepare the first prompt.
-    pub fn new(plan: Plan) -> Result<Self, PlanError> {
+    /// Check a plan as [`Engine::new`] would, without preparing its prompts when they come
+    /// from the built-in templates (which cannot fail to render): what a runner checks once
+    /// when it is built, before any run.
+    pub fn check(plan: &Plan) -> Result<(), PlanError> {
+        Self::validate(plan)?;
+        if !Prompts::new(&plan.templates)?.builtin() {
+            // An override naming an unknown variable fails only when rendered.
+            Self::new(plan.clone())?;
+        }
+        Ok(())
+    }
+
+    /// The plan's policy, sampling and budget settings.
+    fn validate(plan: &Plan) -> Result<(), PlanError> {
         plan.policy.validate(&plan.ceilings)?;
         crate::policy::check_sampling(plan.temperature, plan.max_tokens)?;
         if plan.policy.max_budget_usd.is_some() {
@@ -260,12 +273,18 @@ impl Engine {
                 rule: "must be in [0, 1]".into(),
             });
         }
+        Ok(())
+    }
+
+    /// Check the plan and prepare the first prompt.
+    pub fn new(plan: Plan) -> Result<Self, PlanError> {
+        Self::validate(&plan)?;
         let prompts = Prompts::new(&plan.templates)?;
         let structured = plan.mode == Mode::Structured;
-        let schema_text = plan.schema.as_ref().filter(|_| structured).map(pretty);
+        let schema_text = plan.schema.as_deref().filter(|_| structured).map(pretty);
         let show_schema = matches!(plan.prompt_style, PromptStyle::Schema | PromptStyle::Both);
         let show_example = matches!(plan.prompt_style, PromptStyle::Example | PromptStyle::Both);
-        let generated = plan.schema.as_ref().filter(|_| plan.example.is_none()).map(skeleton_text);
+        let generated = plan.schema.as_deref().filter(|_| plan.example.is_none()).map(skeleton_text);
         let (example, placeholders) = match (&plan.example, generated) {
             (Some(e), _) => (Some(pretty(e)), Vec::new()),
             (None, Some((text, placeholders))) => (Some(text), placeholders),
@@ -602,7 +621,7 @@ impl Engine {
                 }));
             }
         }
-        if let (Some(artifact), Some(schema)) = (&candidate.artifact, &self.plan.schema)
+        if let (Some(artifact), Some(schema)) = (&candidate.artifact, self.plan.schema.as_deref())
             && status == AttemptStatus::Rejected
             && looks_like_a_schema(artifact, schema)
         {

@@ -1,6 +1,7 @@
 //! The evaluator port: something independent of the proposer that judges an artifact.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -31,7 +32,8 @@ pub trait Evaluator: Send + Sync + fmt::Debug {
     }
 
     /// The JSON Schema this evaluator enforces, shown to the proposer. By default, none.
-    fn schema(&self) -> Option<&Value> {
+    /// (Shared, not copied: every run of a runner shows the same schema.)
+    fn schema(&self) -> Option<Arc<Value>> {
         None
     }
 

@@ -143,7 +143,7 @@ impl Count {
         let mut plan = Plan::new(Task::new(format!("Submit an artifact for {}.", self.target.label)), "agent");
         plan.policy = policy;
         plan.ceilings = self.ceilings.clone();
-        plan.schema = self.target.schema.clone();
+        plan.schema = self.target.schema.clone().map(std::sync::Arc::new);
         plan.example = self.target.kind.as_ref().and_then(|k| k.example.clone());
         // The agent wrote its own prompt and never reads redraft's, so the first rejection
         // shows the schema, once.

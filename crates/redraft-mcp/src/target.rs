@@ -29,7 +29,7 @@ pub struct Target {
 impl Target {
     /// A target for an inline schema (compiled here).
     pub fn schema(schema: Value) -> Result<Self, String> {
-        let evaluator = SchemaEvaluator::new(schema.clone()).map_err(|e| e.to_string())?;
+        let evaluator = SchemaEvaluator::of(&schema).map_err(|e| e.to_string())?;
         let label = match schema.get("title").and_then(Value::as_str) {
             Some(title) => format!("schema `{title}`"),
             None => "the given schema".to_owned(),

@@ -62,6 +62,30 @@ pub struct Server {
     max_connections: usize,
 }
 
+/// Connections the kernel may hold before they are accepted (capped by its `somaxconn`). A
+/// burst of clients connecting at once overflows a short queue, and a connection refused there
+/// waits the client's SYN retry (1 s, then 3 s, 7 s…) before the server even sees it.
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// Listen on the first of `addrs` that binds (as `TcpListener::bind` does), with a backlog of
+/// [`LISTEN_BACKLOG`].
+fn listen(addrs: &[SocketAddr]) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for addr in addrs {
+        let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4() } else { tokio::net::TcpSocket::new_v6() };
+        let bound = socket.and_then(|socket| {
+            socket.set_reuseaddr(true)?;
+            socket.bind(*addr)?;
+            socket.listen(LISTEN_BACKLOG)
+        });
+        match bound {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address to listen on")))
+}
+
 impl Server {
     /// Check the address (a non-loopback one needs tokens) and the `allowed_hosts` and
     /// `cors_origins` lists, open the store the config names and listen. `addr` overrides the config's `[server] addr`; port 0 picks a free port.
@@ -83,8 +107,7 @@ impl Server {
         let max_connections = fit_to_open_files(&mut config);
         let store = redraft::store::open(&config).await?;
         let state = AppState::new(config, store, tokens)?;
-        let listener =
-            TcpListener::bind(addrs.as_slice()).await.map_err(|source| ServerError::Bind { addr, source })?;
+        let listener = listen(&addrs).map_err(|source| ServerError::Bind { addr, source })?;
         Ok(Self { listener, state, max_connections })
     }
 
@@ -108,7 +131,10 @@ impl Server {
         let executor = state.executor().clone();
         let stop = state.shutdown().clone();
         let app = router(state.clone());
-        let serving = axum::serve(listener, app).with_graceful_shutdown(stop.clone().cancelled_owned());
+        // `into_make_service` hands each connection a clone of the router; serving the router
+        // itself rebuilds its route table for every connection.
+        let serving =
+            axum::serve(listener, app.into_make_service()).with_graceful_shutdown(stop.clone().cancelled_owned());
         let mut serving = tokio::spawn(serving.into_future());
         tokio::select! {
             () = shutdown => {}

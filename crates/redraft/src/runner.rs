@@ -226,7 +226,7 @@ impl RunnerBuilder {
             let evaluator = redraft_eval::SchemaEvaluator::new(schema?)?;
             self.evaluators.insert(0, Arc::new(evaluator));
         }
-        self.template.schema = self.evaluators.iter().find_map(|e| e.schema().cloned());
+        self.template.schema = self.evaluators.iter().find_map(|e| e.schema());
         self.template.scoring = self.evaluators.iter().any(|e| e.scoring());
         self.template.model = provider.name().to_owned();
         self.retry.max_retries = self.template.policy.transport_retries;
@@ -241,7 +241,7 @@ impl RunnerBuilder {
             artifact_source: self.artifact_source,
         };
         // Check the plan (policy, templates, budget vs price) once now.
-        Engine::new(runner.plan(Task::new("")))?;
+        Engine::check(&runner.template)?;
         Ok(runner)
     }
 }

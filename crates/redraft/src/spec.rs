@@ -243,7 +243,7 @@ impl RunSpec {
             builder = builder.fallback(&config.model(&config.model_name(Some(name))?)?);
         }
         if let Some(schema) = &self.schema {
-            builder = builder.evaluator(Arc::new(SchemaEvaluator::new(schema.clone())?));
+            builder = builder.evaluator(Arc::new(SchemaEvaluator::of(schema)?));
         }
         let evaluator_setup = EvaluatorSetup {
             config,

@@ -29,11 +29,11 @@ pub fn city_check(artifact: &Value) -> Verdict {
 
 pub fn plan() -> Plan {
     let mut plan = Plan::new(Task::new("Name the city of the contract as {\"city\": …}."), "mock/test");
-    plan.schema = Some(json!({
+    plan.schema = Some(std::sync::Arc::new(json!({
         "type": "object",
         "properties": {"city": {"type": "string"}},
         "required": ["city"]
-    }));
+    })));
     plan
 }
 

@@ -20,7 +20,7 @@ pub struct KindEvaluator {
 impl KindEvaluator {
     /// An evaluator for `kind`; its schema is compiled here.
     pub fn new(kind: Arc<Kind>) -> Result<Self, KindError> {
-        let schema = SchemaEvaluator::new(kind.schema.clone()).map_err(|e| KindError::Schema {
+        let schema = SchemaEvaluator::of(&kind.schema).map_err(|e| KindError::Schema {
             path: kind.dir().join("schema.json"),
             message: match e {
                 SchemaError::Invalid { message, .. } => message,
@@ -52,8 +52,8 @@ impl Evaluator for KindEvaluator {
         &self.name
     }
 
-    fn schema(&self) -> Option<&Value> {
-        Some(&self.kind.schema)
+    fn schema(&self) -> Option<Arc<Value>> {
+        Some(self.schema.shared_schema())
     }
 
     async fn evaluate(&self, input: EvalInput<'_>) -> Result<Verdict, EvaluatorError> {

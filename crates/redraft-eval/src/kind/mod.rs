@@ -128,7 +128,7 @@ impl Kind {
 
         let schema_path = dir.join("schema.json");
         let schema = read_json(&schema_path, Some("every kind needs a `schema.json` next to its `kind.toml`"))?;
-        let validator = SchemaEvaluator::new(schema.clone()).map_err(|e| KindError::Schema {
+        let validator = SchemaEvaluator::of(&schema).map_err(|e| KindError::Schema {
             path: schema_path.clone(),
             message: match e {
                 SchemaError::Invalid { message, .. } => message,
