@@ -3,17 +3,24 @@
 //! finished). Each write waiting for a transaction of its own makes the writer the
 //! bottleneck, so the writes that every run makes go through one task that takes all those
 //! waiting and makes them in one transaction: one `BEGIN IMMEDIATE` and one commit for the
-//! batch. Each write still succeeds or fails on its own (its checks — the holder of the run,
-//! the bound on the queue — run inside the batch, in order), and no caller is answered before
-//! the commit that holds its write: a write acknowledged is a write stored.
+//! batch. Each write still succeeds or fails on its own — it is made inside a savepoint, so a
+//! write refused halfway leaves nothing behind, and its checks (the holder of the run, the
+//! bound on the queue) run inside the batch, in order — and no caller is answered before the
+//! commit that holds its write: a write acknowledged is a write stored.
+//!
+//! A batch is made on a blocking thread, with the writer connection's handle locked out of
+//! sqlx's worker thread, through rusqlite: every statement then costs a call, not a round
+//! trip between two threads (eight of them per run made the thread switches cost more than
+//! SQLite itself).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use redraft_core::store::StoreError;
+use rusqlite::{Connection, OptionalExtension, Statement, params};
 use sqlx::SqlitePool;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::rows::failed;
+use crate::rows::{AttemptColumns, failed};
 use crate::sqlite::Write;
 
 /// The most writes in one transaction (a bound on how long one commit keeps the others out).
@@ -48,10 +55,13 @@ impl Batcher {
     /// Make `write` in the next batch; answered once that batch is committed.
     pub(crate) async fn write(&self, write: Write) -> Result<(), StoreError> {
         let (done, answer) = oneshot::channel();
-        let closed = || StoreError::Query { action: "write".into(), message: "the store is closed".into() };
         self.jobs.send(Job { write, done }).map_err(|_| closed())?;
         answer.await.unwrap_or_else(|_| Err(closed()))
     }
+}
+
+fn closed() -> StoreError {
+    StoreError::Query { action: "write".into(), message: "the store is closed".into() }
 }
 
 async fn run(writer: SqlitePool, mut queue: mpsc::UnboundedReceiver<Job>) {
@@ -63,34 +73,239 @@ async fn run(writer: SqlitePool, mut queue: mpsc::UnboundedReceiver<Job>) {
 
 /// Make the writes of `batch` in one transaction and answer each.
 async fn commit(writer: &SqlitePool, batch: Vec<Job>) {
-    let mut tx = match writer.begin_with("BEGIN IMMEDIATE").await {
-        Ok(tx) => tx,
-        Err(e) => {
-            let e = failed("begin a write", e);
-            for job in batch {
-                let _ = job.done.send(Err(copy(&e)));
-            }
-            return;
-        }
-    };
-    let now = now_ms();
-    let mut outcomes = Vec::with_capacity(batch.len());
-    for job in &batch {
-        outcomes.push(job.write.apply(&mut tx, now).await);
-    }
-    match tx.commit().await {
-        Ok(()) => {
+    let writer = writer.clone();
+    let runtime = tokio::runtime::Handle::current();
+    let made = tokio::task::spawn_blocking(move || {
+        let outcomes = runtime.block_on(write_all(&writer, &batch));
+        (batch, outcomes)
+    })
+    .await;
+    // A batch whose thread panicked drops its jobs: each caller is told the store is closed.
+    let Ok((batch, outcomes)) = made else { return };
+    match outcomes {
+        Ok(outcomes) => {
             for (job, outcome) in batch.into_iter().zip(outcomes) {
                 let _ = job.done.send(outcome);
             }
         }
         Err(e) => {
-            let e = failed("commit the writes", e);
             for job in batch {
                 let _ = job.done.send(Err(copy(&e)));
             }
         }
     }
+}
+
+/// Lock the writer connection's handle and make the batch on it: each write's own outcome, or
+/// the failure of the batch as a whole (nothing of it committed).
+async fn write_all(writer: &SqlitePool, batch: &[Job]) -> Result<Vec<Result<(), StoreError>>, StoreError> {
+    let mut connection = writer.acquire().await.map_err(|e| failed("begin a write", e))?;
+    let mut locked = connection.lock_handle().await.map_err(|e| failed("begin a write", e))?;
+    let handle = locked.as_raw_handle();
+    // SAFETY: `locked` keeps sqlx's worker thread off this handle (and its statements) until it
+    // is dropped, after `db`: nothing else uses the handle meanwhile. `from_handle` does not
+    // take ownership (dropping `db` neither closes the handle nor touches sqlx's statements),
+    // and the handle and this rusqlite share one libsqlite3-sys, so the types and the library
+    // are the same.
+    #[allow(unsafe_code)]
+    let db = unsafe { Connection::from_handle(handle.as_ptr()) }.map_err(|e| sql_failed("begin a write", &e))?;
+    let outcomes = write_in(&db, batch);
+    drop(db);
+    drop(locked);
+    outcomes
+}
+
+/// `BEGIN IMMEDIATE`, each write in a savepoint, `COMMIT` (`ROLLBACK` when that fails).
+fn write_in(db: &Connection, batch: &[Job]) -> Result<Vec<Result<(), StoreError>>, StoreError> {
+    db.execute_batch("BEGIN IMMEDIATE").map_err(|e| sql_failed("begin a write", &e))?;
+    let outcomes = Prepared::new(db).map(|mut prepared| {
+        let now = now_ms();
+        batch.iter().map(|job| prepared.write(&job.write, now)).collect::<Vec<_>>()
+    });
+    let committed = outcomes.and_then(|outcomes| {
+        db.execute_batch("COMMIT").map_err(|e| sql_failed("commit the writes", &e))?;
+        Ok(outcomes)
+    });
+    if committed.is_err() && !db.is_autocommit() {
+        let _ = db.execute_batch("ROLLBACK");
+    }
+    committed
+}
+
+/// The statements of a batch, prepared once for all its writes.
+struct Prepared<'c> {
+    savepoint: Statement<'c>,
+    release: Statement<'c>,
+    rollback: Statement<'c>,
+    count_queued: Statement<'c>,
+    insert: Statement<'c>,
+    holder: Statement<'c>,
+    save_attempt: Statement<'c>,
+    keep_attempt: Statement<'c>,
+    attempt_totals: Statement<'c>,
+    finish: Statement<'c>,
+    prune: Statement<'c>,
+}
+
+/// Inserting an attempt sets its `recorded_at`; saving it again (a resumed run remakes an
+/// interrupted attempt) moves it to the new time.
+const SAVE_ATTEMPT: &str = "INSERT INTO attempts (run_id, iteration, status, score, has_artifact, record, recorded_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+     ON CONFLICT (run_id, iteration) DO UPDATE SET
+         status = excluded.status, score = excluded.score, has_artifact = excluded.has_artifact,
+         record = excluded.record, recorded_at = excluded.recorded_at";
+
+/// Writing a result's history keeps the time each attempt was first recorded.
+const KEEP_ATTEMPT: &str = "INSERT INTO attempts (run_id, iteration, status, score, has_artifact, record, recorded_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+     ON CONFLICT (run_id, iteration) DO UPDATE SET
+         status = excluded.status, score = excluded.score, has_artifact = excluded.has_artifact,
+         record = excluded.record";
+
+impl<'c> Prepared<'c> {
+    fn new(db: &'c Connection) -> Result<Self, StoreError> {
+        let prepare = |sql: &str| db.prepare(sql).map_err(|e| sql_failed("prepare the writes", &e));
+        Ok(Self {
+            savepoint: prepare("SAVEPOINT write")?,
+            release: prepare("RELEASE write")?,
+            rollback: prepare("ROLLBACK TO write")?,
+            count_queued: prepare("SELECT COUNT(*) FROM runs WHERE state = 'queued'")?,
+            insert: prepare(
+                "INSERT INTO runs (id, seq, state, spec, created_at, updated_at, model, worker_id, lease_until, local)
+                 VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM runs), ?2, ?3, ?4, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT (id) DO NOTHING",
+            )?,
+            holder: prepare("SELECT state, worker_id FROM runs WHERE id = ?1")?,
+            save_attempt: prepare(SAVE_ATTEMPT)?,
+            keep_attempt: prepare(KEEP_ATTEMPT)?,
+            attempt_totals: prepare(
+                "UPDATE runs SET updated_at = ?2,
+                     iterations = (SELECT COUNT(*) FROM attempts WHERE run_id = ?1),
+                     best_score = (SELECT MAX(score) FROM attempts WHERE run_id = ?1 AND has_artifact),
+                     model = COALESCE(model, ?3)
+                 WHERE id = ?1",
+            )?,
+            finish: prepare(
+                "UPDATE runs SET state = ?2, halted_because = ?3, iterations = ?4, best_score = ?5, result = ?6,
+                     updated_at = ?7, lease_until = NULL
+                 WHERE id = ?1",
+            )?,
+            prune: prepare(
+                "DELETE FROM attempts WHERE run_id = ?1 AND iteration NOT IN (SELECT value FROM json_each(?2))",
+            )?,
+        })
+    }
+
+    /// Make one write, all or nothing: a write refused (or failing) halfway is rolled back to
+    /// where it began, and the batch goes on.
+    fn write(&mut self, write: &Write, now: i64) -> Result<(), StoreError> {
+        let action = || write.action();
+        self.savepoint.execute([]).map_err(|e| sql_failed(action(), &e))?;
+        let made = self.apply(write, now);
+        if made.is_err() {
+            self.rollback.execute([]).map_err(|e| sql_failed(action(), &e))?;
+        }
+        self.release.execute([]).map_err(|e| sql_failed(action(), &e))?;
+        made
+    }
+
+    fn apply(&mut self, write: &Write, now: i64) -> Result<(), StoreError> {
+        let action = || write.action();
+        let fail = |e: rusqlite::Error| sql_failed(action(), &e);
+        match write {
+            Write::Insert { run_id, spec, model, holder, max_queued, local } => {
+                if let Some(max) = max_queued {
+                    let queued: i64 = self.count_queued.query_row([], |row| row.get(0)).map_err(fail)?;
+                    let queued = u64::try_from(queued).unwrap_or(0);
+                    if queued >= *max {
+                        return Err(StoreError::QueueFull { queued });
+                    }
+                }
+                let (state, worker_id, lease_until) = match holder {
+                    Some((worker_id, ttl)) => ("running", Some(worker_id.as_str()), Some(now.saturating_add(*ttl))),
+                    None => ("queued", None, None),
+                };
+                let inserted = self
+                    .insert
+                    .execute(params![run_id, state, spec, now, model, worker_id, lease_until, local])
+                    .map_err(fail)?;
+                if inserted == 0 {
+                    return Err(StoreError::Query {
+                        action: action(),
+                        message: "a run with this id is already stored".into(),
+                    });
+                }
+                Ok(())
+            }
+            Write::Attempt { run_id, worker_id, columns } => {
+                self.check_holder(run_id, worker_id, false, &action)?;
+                upsert(&mut self.save_attempt, run_id, columns, now).map_err(fail)?;
+                self.attempt_totals.execute(params![run_id, now, columns.model]).map_err(fail)?;
+                Ok(())
+            }
+            Write::Finish { run_id, worker_id, columns, kept } => {
+                self.check_holder(run_id, worker_id, true, &action)?;
+                self.finish
+                    .execute(params![
+                        run_id,
+                        columns.state,
+                        columns.halted_because,
+                        columns.iterations,
+                        columns.best_score,
+                        columns.result,
+                        now
+                    ])
+                    .map_err(fail)?;
+                for attempt in &columns.history {
+                    upsert(&mut self.keep_attempt, run_id, attempt, now).map_err(fail)?;
+                }
+                self.prune.execute(params![run_id, kept]).map_err(fail)?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Fail unless `worker_id` holds the running run `run_id` (or, when `finished` is allowed,
+    /// finished it: writing a result again is harmless).
+    fn check_holder(
+        &mut self,
+        run_id: &str,
+        worker_id: &str,
+        finished: bool,
+        action: &dyn Fn() -> String,
+    ) -> Result<(), StoreError> {
+        let row = self
+            .holder
+            .query_row([run_id], |row| Ok((row.get::<_, String>(0)?, row.get::<_, Option<String>>(1)?)))
+            .optional()
+            .map_err(|e| sql_failed(action(), &e))?;
+        match row {
+            None => Err(StoreError::NotFound { run_id: run_id.to_owned() }),
+            Some((state, holder))
+                if holder.as_deref() == Some(worker_id)
+                    && (state == "running" || (finished && (state == "succeeded" || state == "failed"))) =>
+            {
+                Ok(())
+            }
+            Some(_) => Err(StoreError::LeaseLost { run_id: run_id.to_owned(), worker_id: worker_id.to_owned() }),
+        }
+    }
+}
+
+fn upsert(statement: &mut Statement<'_>, run_id: &str, attempt: &AttemptColumns, now: i64) -> rusqlite::Result<usize> {
+    statement.execute(params![
+        run_id,
+        attempt.iteration,
+        attempt.status,
+        attempt.score,
+        attempt.has_artifact,
+        attempt.record,
+        now
+    ])
+}
+
+fn sql_failed(action: impl Into<String>, error: &rusqlite::Error) -> StoreError {
+    StoreError::Query { action: action.into(), message: error.to_string() }
 }
 
 /// The same failure, for each caller of a batch that failed as a whole.

@@ -184,67 +184,6 @@ fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// Inserting an attempt sets its `recorded_at`; saving it again (a resumed run remakes an
-/// interrupted attempt) moves it to the new time.
-const SAVE_ATTEMPT: &str = "INSERT INTO attempts (run_id, iteration, status, score, has_artifact, record, recorded_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7)
-     ON CONFLICT (run_id, iteration) DO UPDATE SET
-         status = excluded.status, score = excluded.score, has_artifact = excluded.has_artifact,
-         record = excluded.record, recorded_at = excluded.recorded_at";
-
-/// Writing a result's history keeps the time each attempt was first recorded.
-const KEEP_ATTEMPT: &str = "INSERT INTO attempts (run_id, iteration, status, score, has_artifact, record, recorded_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7)
-     ON CONFLICT (run_id, iteration) DO UPDATE SET
-         status = excluded.status, score = excluded.score, has_artifact = excluded.has_artifact,
-         record = excluded.record";
-
-async fn upsert_attempt(
-    tx: &mut Transaction<'static, Sqlite>,
-    statement: &'static str,
-    run_id: &str,
-    attempt: &AttemptColumns,
-    now: i64,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(statement)
-        .bind(run_id)
-        .bind(attempt.iteration)
-        .bind(attempt.status)
-        .bind(attempt.score)
-        .bind(attempt.has_artifact)
-        .bind(&attempt.record)
-        .bind(now)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
-}
-
-/// Fail unless `worker_id` holds the running run `run_id` (or, when `finished` is allowed,
-/// finished it: writing a result again is harmless).
-async fn check_holder(
-    tx: &mut Transaction<'static, Sqlite>,
-    run_id: &str,
-    worker_id: &str,
-    finished: bool,
-    action: &(dyn Fn() -> String + Sync),
-) -> Result<(), StoreError> {
-    let row = sqlx::query_as::<_, (String, Option<String>)>("SELECT state, worker_id FROM runs WHERE id = $1")
-        .bind(run_id)
-        .fetch_optional(&mut **tx)
-        .await
-        .map_err(|e| failed(action(), e))?;
-    match row {
-        None => Err(StoreError::NotFound { run_id: run_id.to_owned() }),
-        Some((state, holder))
-            if holder.as_deref() == Some(worker_id)
-                && (state == "running" || (finished && (state == "succeeded" || state == "failed"))) =>
-        {
-            Ok(())
-        }
-        Some(_) => Err(StoreError::LeaseLost { run_id: run_id.to_owned(), worker_id: worker_id.to_owned() }),
-    }
-}
-
 #[async_trait::async_trait]
 impl Store for SqliteStore {
     async fn insert_run(&self, new: &NewRun<'_>) -> Result<(), StoreError> {
@@ -516,99 +455,12 @@ pub(crate) enum Write {
 }
 
 impl Write {
-    /// Make this write inside `tx`, at `now`.
-    pub(crate) async fn apply(&self, tx: &mut Transaction<'static, Sqlite>, now: i64) -> Result<(), StoreError> {
+    /// What this write does, for an error.
+    pub(crate) fn action(&self) -> String {
         match self {
-            Write::Insert { run_id, spec, model, holder, max_queued, local } => {
-                let action = || format!("insert run `{run_id}`");
-                if let Some(max) = max_queued {
-                    let queued = sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM runs WHERE state = 'queued'")
-                        .fetch_one(&mut **tx)
-                        .await
-                        .map_err(|e| failed(action(), e))?;
-                    let queued = u64::try_from(queued).unwrap_or(0);
-                    if queued >= *max {
-                        return Err(StoreError::QueueFull { queued });
-                    }
-                }
-                let (state, worker_id, lease_until) = match holder {
-                    Some((worker_id, ttl)) => ("running", Some(worker_id.as_str()), Some(now.saturating_add(*ttl))),
-                    None => ("queued", None, None),
-                };
-                let inserted = sqlx::query(
-                    "INSERT INTO runs (id, seq, state, spec, created_at, updated_at, model, worker_id, lease_until, local)
-                     VALUES ($1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM runs), $2, $3, $4, $4, $5, $6, $7, $8)
-                     ON CONFLICT (id) DO NOTHING",
-                )
-                .bind(run_id)
-                .bind(state)
-                .bind(spec)
-                .bind(now)
-                .bind(model)
-                .bind(worker_id)
-                .bind(lease_until)
-                .bind(local)
-                .execute(&mut **tx)
-                .await
-                .map_err(|e| failed(action(), e))?;
-                if inserted.rows_affected() == 0 {
-                    return Err(StoreError::Query {
-                        action: action(),
-                        message: "a run with this id is already stored".into(),
-                    });
-                }
-                Ok(())
-            }
-            Write::Attempt { run_id, worker_id, columns } => {
-                let action = || format!("save attempt {} of run `{run_id}`", columns.iteration);
-                check_holder(tx, run_id, worker_id, false, &action).await?;
-                upsert_attempt(tx, SAVE_ATTEMPT, run_id, columns, now).await.map_err(|e| failed(action(), e))?;
-                sqlx::query(
-                    "UPDATE runs SET updated_at = $2,
-                         iterations = (SELECT COUNT(*) FROM attempts WHERE run_id = $1),
-                         best_score = (SELECT MAX(score) FROM attempts WHERE run_id = $1 AND has_artifact),
-                         model = COALESCE(model, $3)
-                     WHERE id = $1",
-                )
-                .bind(run_id)
-                .bind(now)
-                .bind(&columns.model)
-                .execute(&mut **tx)
-                .await
-                .map_err(|e| failed(action(), e))?;
-                Ok(())
-            }
-            Write::Finish { run_id, worker_id, columns, kept } => {
-                let action = || format!("finish run `{run_id}`");
-                check_holder(tx, run_id, worker_id, true, &action).await?;
-                sqlx::query(
-                    "UPDATE runs SET state = $2, halted_because = $3, iterations = $4, best_score = $5, result = $6,
-                         updated_at = $7, lease_until = NULL
-                     WHERE id = $1",
-                )
-                .bind(run_id)
-                .bind(columns.state)
-                .bind(columns.halted_because)
-                .bind(columns.iterations)
-                .bind(columns.best_score)
-                .bind(&columns.result)
-                .bind(now)
-                .execute(&mut **tx)
-                .await
-                .map_err(|e| failed(action(), e))?;
-                for attempt in &columns.history {
-                    upsert_attempt(tx, KEEP_ATTEMPT, run_id, attempt, now).await.map_err(|e| failed(action(), e))?;
-                }
-                sqlx::query(
-                    "DELETE FROM attempts WHERE run_id = $1 AND iteration NOT IN (SELECT value FROM json_each($2))",
-                )
-                .bind(run_id)
-                .bind(kept)
-                .execute(&mut **tx)
-                .await
-                .map_err(|e| failed(action(), e))?;
-                Ok(())
-            }
+            Write::Insert { run_id, .. } => format!("insert run `{run_id}`"),
+            Write::Attempt { run_id, columns, .. } => format!("save attempt {} of run `{run_id}`", columns.iteration),
+            Write::Finish { run_id, .. } => format!("finish run `{run_id}`"),
         }
     }
 }

@@ -132,6 +132,12 @@ impl Worker {
         self.held().keys().cloned().collect()
     }
 
+    /// Of `run_ids`, those this worker does not hold (one lookup each).
+    pub fn not_holding<'a>(&self, run_ids: impl IntoIterator<Item = &'a String>) -> Vec<String> {
+        let held = self.held();
+        run_ids.into_iter().filter(|id| !held.contains_key(id.as_str())).cloned().collect()
+    }
+
     /// Renew every lease once; fire the tokens of runs lost or to be cancelled.
     async fn renew(&self) {
         let asked = Instant::now();
@@ -652,8 +658,8 @@ impl Executor {
         let every = Duration::from_millis(200).min(self.settings.poll);
         loop {
             tokio::time::sleep(every).await;
-            let local = self.worker.holding();
-            let ids: Vec<String> = self.waiters().keys().filter(|id| !local.contains(id)).cloned().collect();
+            let waited: Vec<String> = self.waiters().keys().cloned().collect();
+            let ids = self.worker.not_holding(&waited);
             if ids.is_empty() {
                 self.polling.store(false, Ordering::Release);
                 // A request may have come in between: keep polling for it.
