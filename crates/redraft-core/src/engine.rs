@@ -243,13 +243,14 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Check a plan as [`Engine::new`] would, without preparing its prompts when they come
-    /// from the built-in templates (which cannot fail to render): what a runner checks once
-    /// when it is built, before any run.
+    /// Check a plan as [`Engine::new`] would, without preparing its prompts when nothing
+    /// depends on them: what a runner checks once when it is built, before any run. The
+    /// prompts are prepared when the templates are overridden (one naming an unknown variable
+    /// fails only when rendered) or a budget is set (it must pay for the first attempt, whose
+    /// cost is estimated from its prompt); the built-in templates cannot fail to render.
     pub fn check(plan: &Plan) -> Result<(), PlanError> {
         Self::validate(plan)?;
-        if !Prompts::new(&plan.templates)?.builtin() {
-            // An override naming an unknown variable fails only when rendered.
+        if !Prompts::new(&plan.templates)?.builtin() || plan.policy.max_budget_usd.is_some() {
             Self::new(plan.clone())?;
         }
         Ok(())
