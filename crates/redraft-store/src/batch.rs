@@ -279,16 +279,7 @@ impl<'c> Prepared<'c> {
             .query_row([run_id], |row| Ok((row.get::<_, String>(0)?, row.get::<_, Option<String>>(1)?)))
             .optional()
             .map_err(|e| sql_failed(action(), &e))?;
-        match row {
-            None => Err(StoreError::NotFound { run_id: run_id.to_owned() }),
-            Some((state, holder))
-                if holder.as_deref() == Some(worker_id)
-                    && (state == "running" || (finished && (state == "succeeded" || state == "failed"))) =>
-            {
-                Ok(())
-            }
-            Some(_) => Err(StoreError::LeaseLost { run_id: run_id.to_owned(), worker_id: worker_id.to_owned() }),
-        }
+        crate::rows::check_holder(run_id, row, worker_id, finished)
     }
 }
 

@@ -153,16 +153,7 @@ async fn check_holder(
             .fetch_optional(&mut **tx)
             .await
             .map_err(|e| failed(action(), e))?;
-    match row {
-        None => Err(StoreError::NotFound { run_id: run_id.to_owned() }),
-        Some((state, holder))
-            if holder.as_deref() == Some(worker_id)
-                && (state == "running" || (finished && (state == "succeeded" || state == "failed"))) =>
-        {
-            Ok(())
-        }
-        Some(_) => Err(StoreError::LeaseLost { run_id: run_id.to_owned(), worker_id: worker_id.to_owned() }),
-    }
+    crate::rows::check_holder(run_id, row, worker_id, finished)
 }
 
 /// Make `run_id` running under `lease`.

@@ -244,6 +244,27 @@ pub(crate) fn renewal(rows: Vec<(String, bool)>) -> Renewal {
 }
 
 /// A lease as milliseconds, bounded so that `now + lease` cannot overflow.
+/// Whether `worker_id` may write to run `run_id`, given its `(state, holder)` row: it holds the
+/// run running, or (when `finished` is allowed) finished it — writing a result again is
+/// harmless.
+pub(crate) fn check_holder(
+    run_id: &str,
+    row: Option<(String, Option<String>)>,
+    worker_id: &str,
+    finished: bool,
+) -> Result<(), StoreError> {
+    match row {
+        None => Err(StoreError::NotFound { run_id: run_id.to_owned() }),
+        Some((state, holder))
+            if holder.as_deref() == Some(worker_id)
+                && (state == "running" || (finished && (state == "succeeded" || state == "failed"))) =>
+        {
+            Ok(())
+        }
+        Some(_) => Err(StoreError::LeaseLost { run_id: run_id.to_owned(), worker_id: worker_id.to_owned() }),
+    }
+}
+
 pub(crate) fn lease_ms(lease: Duration) -> i64 {
     i64::try_from(lease.as_millis()).unwrap_or(i64::MAX).min(i64::MAX / 4)
 }
