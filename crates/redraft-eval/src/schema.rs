@@ -35,7 +35,9 @@ struct Cache {
 }
 
 const CACHED_SCHEMAS: usize = 256;
-const CACHED_SCHEMA_BYTES: usize = 256 * 1024;
+/// With [`CACHED_SCHEMAS`], bounds what requests sending distinct schemas can make the cache
+/// hold to 16 MiB of text (and the validators compiled from it).
+const CACHED_SCHEMA_BYTES: usize = 64 * 1024;
 
 fn cache() -> &'static Mutex<Cache> {
     static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();

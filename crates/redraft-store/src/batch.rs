@@ -118,9 +118,9 @@ async fn write_all(writer: &SqlitePool, batch: &[Job]) -> Result<Vec<Result<(), 
 /// `BEGIN IMMEDIATE`, each write in a savepoint, `COMMIT` (`ROLLBACK` when that fails).
 fn write_in(db: &Connection, batch: &[Job]) -> Result<Vec<Result<(), StoreError>>, StoreError> {
     db.execute_batch("BEGIN IMMEDIATE").map_err(|e| sql_failed("begin a write", &e))?;
-    let outcomes = Prepared::new(db).map(|mut prepared| {
+    let outcomes = Prepared::new(db).and_then(|mut prepared| {
         let now = now_ms();
-        batch.iter().map(|job| prepared.write(&job.write, now)).collect::<Vec<_>>()
+        batch.iter().map(|job| prepared.write(&job.write, now)).collect::<Result<Vec<_>, _>>()
     });
     let committed = outcomes.and_then(|outcomes| {
         db.execute_batch("COMMIT").map_err(|e| sql_failed("commit the writes", &e))?;
@@ -197,8 +197,10 @@ impl<'c> Prepared<'c> {
     }
 
     /// Make one write, all or nothing: a write refused (or failing) halfway is rolled back to
-    /// where it began, and the batch goes on.
-    fn write(&mut self, write: &Write, now: i64) -> Result<(), StoreError> {
+    /// where it began, and the batch goes on with its outcome. When its savepoint cannot be
+    /// made, undone or released, the batch fails as a whole (the outer error): committing it
+    /// could keep half of that write.
+    fn write(&mut self, write: &Write, now: i64) -> Result<Result<(), StoreError>, StoreError> {
         let action = || write.action();
         self.savepoint.execute([]).map_err(|e| sql_failed(action(), &e))?;
         let made = self.apply(write, now);
@@ -206,7 +208,7 @@ impl<'c> Prepared<'c> {
             self.rollback.execute([]).map_err(|e| sql_failed(action(), &e))?;
         }
         self.release.execute([]).map_err(|e| sql_failed(action(), &e))?;
-        made
+        Ok(made)
     }
 
     fn apply(&mut self, write: &Write, now: i64) -> Result<(), StoreError> {
