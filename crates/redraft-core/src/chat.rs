@@ -1,6 +1,7 @@
 //! The proposer port: chat messages, requests, responses and the [`ChatProvider`] trait.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -45,12 +46,31 @@ pub struct ChatRequest {
     pub iteration: u32,
     /// The run's `max_iterations`.
     pub max_iterations: u32,
+    /// A function the answer must call: providers with function calling (OpenAI-compatible
+    /// servers) are asked for a call of it, and its arguments are the answer's text. Others
+    /// ignore it: the prompt already shows the arguments' schema.
+    pub tool: Option<Arc<ToolSpec>>,
+}
+
+/// A function whose call is the answer: the arguments are the artifact, checked against
+/// `parameters` (the run's schema) like any other.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The function's name.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The JSON Schema of the arguments.
+    pub parameters: serde_json::Value,
+    /// OpenAI's strict function calling: the backend is asked to follow `parameters` exactly.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub strict: bool,
 }
 
 impl ChatRequest {
     /// A request for attempt 1 of 1 with these messages and the provider's defaults.
     pub fn new(messages: Vec<Message>) -> Self {
-        Self { messages, temperature: None, max_tokens: None, iteration: 1, max_iterations: 1 }
+        Self { messages, temperature: None, max_tokens: None, iteration: 1, max_iterations: 1, tool: None }
     }
 
     /// The whole conversation as one text, for proposers that take a single prompt: the
@@ -139,6 +159,15 @@ pub trait ChatProvider: Send + Sync + fmt::Debug {
     /// Answer one request. Transport failures are returned as classified errors; retrying
     /// them is the caller's decision (see [`crate::retry`]).
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError>;
+
+    /// Send an OpenAI chat completions request body as it is, with `model` set to this
+    /// provider's model, and return the server's JSON answer: the proxy's pass-through, which
+    /// keeps what redraft's own request type has no field for (tools, tool messages, every
+    /// sampling parameter). `None` when this provider does not speak that API.
+    async fn forward(&self, body: serde_json::Value) -> Option<Result<serde_json::Value, ProviderError>> {
+        let _ = body;
+        None
+    }
 }
 
 /// A proposer failed to answer.

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::canonical::{artifact_sha256, canonical_json};
-use crate::chat::{ChatRequest, ChatResponse, FinishReason, Message};
+use crate::chat::{ChatRequest, ChatResponse, FinishReason, Message, ToolSpec};
 use crate::escalation::{RunFacts, escalate};
 use crate::extract::{self, Repair, Route};
 use crate::issue::{Issue, Score, Verdict, codes};
@@ -101,6 +101,8 @@ pub struct Plan {
     /// submitting over MCP): the first feedback then shows the shape `prompt_style` names
     /// (the schema, the example or both), once. By default, `true`.
     pub prompt_seen: bool,
+    /// A function whose call is the answer (its parameters are `schema`). By default, none.
+    pub tool: Option<Arc<ToolSpec>>,
 }
 
 /// A model the loop may switch to after a repeated answer.
@@ -136,6 +138,7 @@ impl Plan {
             fallbacks: Vec::new(),
             temperature_step: 0.3,
             prompt_seen: true,
+            tool: None,
         }
     }
 
@@ -407,6 +410,7 @@ impl Engine {
             max_tokens: self.plan.max_tokens,
             iteration: self.next_iteration(),
             max_iterations: self.plan.policy.max_iterations,
+            tool: self.plan.tool.clone(),
         }
     }
 

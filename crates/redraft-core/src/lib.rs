@@ -32,7 +32,7 @@ pub mod extract {
     pub use redraft_extract::*;
 }
 
-pub use chat::{ChatProvider, ChatRequest, ChatResponse, FinishReason, Message, ProviderError, Role, Usage};
+pub use chat::{ChatProvider, ChatRequest, ChatResponse, FinishReason, Message, ProviderError, Role, ToolSpec, Usage};
 pub use directive::{Directive, DirectiveError};
 pub use engine::{AttemptEnd, AttemptOutcome, Candidate, Engine, Fallback, Interruption, Mode, Next, Plan, Task};
 pub use evaluator::{ArtifactSource, EvalInput, Evaluator, EvaluatorError};

@@ -68,7 +68,32 @@ impl OpenAiProvider {
         if let Some(m) = request.max_tokens {
             body["max_tokens"] = json!(m);
         }
+        if let Some(tool) = &request.tool {
+            let mut function = json!({"name": tool.name, "parameters": tool.parameters});
+            if let Some(d) = &tool.description {
+                function["description"] = json!(d);
+            }
+            if tool.strict {
+                function["strict"] = json!(true);
+            }
+            body["tools"] = json!([{"type": "function", "function": function}]);
+            body["tool_choice"] = json!({"type": "function", "function": {"name": tool.name}});
+        }
         body
+    }
+
+    /// POST `body` and read the JSON answer (an error status is an error).
+    async fn post(&self, body: &Value) -> Result<Value, ProviderError> {
+        let mut http = self.client.post(&self.url).json(body);
+        if let Some(key) = &self.config.api_key {
+            http = http.bearer_auth(key);
+        }
+        let response = http.send().await.map_err(|e| self.transport_error(&e))?;
+        let answer = http::read_bounded(&self.url, response, self.config.max_response_bytes).await?;
+        if !answer.status.is_success() {
+            return Err(self.status_error(answer.status, &answer.headers, &answer.text()));
+        }
+        http::parse_json(&self.url, &answer.body)
     }
 
     fn transport_error(&self, e: &reqwest::Error) -> ProviderError {
@@ -102,14 +127,24 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
         .map(Duration::from_secs_f64)
 }
 
-/// Read a chat completions answer leniently: compatible servers differ in details.
-pub fn parse_completion(body: &Value) -> Result<ChatResponse, String> {
+/// Read a chat completions answer leniently: compatible servers differ in details. With
+/// `tool`, the arguments of the answer's call of that function (else of its first call) are
+/// the text; without a call, the content is.
+pub fn parse_completion(body: &Value, tool: Option<&str>) -> Result<ChatResponse, String> {
     let choice = body.pointer("/choices/0").ok_or("the answer has no `choices[0]`")?;
     let content = choice.pointer("/message/content").or_else(|| choice.get("text"));
-    let text = match content {
+    let calls = choice.pointer("/message/tool_calls").and_then(Value::as_array).filter(|_| tool.is_some());
+    let call = calls.and_then(|calls| {
+        let name = |c: &&Value| c.pointer("/function/name").and_then(Value::as_str) == tool;
+        calls.iter().find(name).or_else(|| calls.first())
+    });
+    let arguments = call.and_then(|c| c.pointer("/function/arguments"));
+    let text = match arguments.or(content) {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Array(parts)) => parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect(),
         Some(Value::Null) | None => String::new(),
+        // Some servers send the arguments as an object instead of its JSON text.
+        Some(other) if arguments.is_some() => other.to_string(),
         Some(other) => return Err(format!("`choices[0].message.content` is not text: {other}")),
     };
     let finish_reason =
@@ -129,18 +164,23 @@ impl ChatProvider for OpenAiProvider {
     }
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
-        let mut http = self.client.post(&self.url).json(&self.body(request));
-        if let Some(key) = &self.config.api_key {
-            http = http.bearer_auth(key);
-        }
-        let response = http.send().await.map_err(|e| self.transport_error(&e))?;
-        let answer = http::read_bounded(&self.url, response, self.config.max_response_bytes).await?;
-        if !answer.status.is_success() {
-            return Err(self.status_error(answer.status, &answer.headers, &answer.text()));
-        }
-        let body = http::parse_json(&self.url, &answer.body)?;
-        drop(answer);
-        parse_completion(&body).map_err(|message| ProviderError::InvalidResponse { url: self.url.clone(), message })
+        let body = self.post(&self.body(request)).await?;
+        parse_completion(&body, request.tool.as_ref().map(|t| t.name.as_str()))
+            .map_err(|message| ProviderError::InvalidResponse { url: self.url.clone(), message })
+    }
+
+    async fn forward(&self, mut body: Value) -> Option<Result<Value, ProviderError>> {
+        body["model"] = json!(self.config.model);
+        Some(self.post(&body).await.and_then(|answer| {
+            if answer.pointer("/choices/0").is_some() {
+                Ok(answer)
+            } else {
+                Err(ProviderError::InvalidResponse {
+                    url: self.url.clone(),
+                    message: "the answer has no `choices[0]`".into(),
+                })
+            }
+        }))
     }
 }
 
@@ -150,23 +190,42 @@ mod tests {
 
     #[test]
     fn parses_compatible_answers() {
-        let r = parse_completion(&json!({
-            "choices": [{"message": {"role": "assistant", "content": "{\"a\":1}"}, "finish_reason": "length"}],
-            "usage": {"prompt_tokens": 12, "completion_tokens": 3}
-        }))
+        let r = parse_completion(
+            &json!({
+                "choices": [{"message": {"role": "assistant", "content": "{\"a\":1}"}, "finish_reason": "length"}],
+                "usage": {"prompt_tokens": 12, "completion_tokens": 3}
+            }),
+            None,
+        )
         .unwrap();
         assert_eq!(r.text, "{\"a\":1}");
         assert_eq!(r.finish_reason, Some(FinishReason::Length));
         assert_eq!(r.usage, Some(Usage { input_tokens: 12, output_tokens: 3 }));
 
-        let r = parse_completion(&json!({"choices": [{"message": {"content": null}, "finish_reason": ""}]})).unwrap();
+        let r =
+            parse_completion(&json!({"choices": [{"message": {"content": null}, "finish_reason": ""}]}), None).unwrap();
         assert_eq!(r.text, "");
         assert_eq!(r.finish_reason, None);
         assert_eq!(r.usage, None);
 
         let parts = json!({"choices": [{"message": {"content": [{"type": "text", "text": "ab"}, {"type": "text", "text": "c"}]}}]});
-        assert_eq!(parse_completion(&parts).unwrap().text, "abc");
-        assert!(parse_completion(&json!({"choices": []})).is_err());
+        assert_eq!(parse_completion(&parts, None).unwrap().text, "abc");
+        assert!(parse_completion(&json!({"choices": []}), None).is_err());
+    }
+
+    #[test]
+    fn a_forced_calls_arguments_are_the_text() {
+        let answer = json!({"choices": [{"message": {"content": "Calling it.", "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "other", "arguments": "{\"x\":1}"}},
+            {"id": "b", "type": "function", "function": {"name": "place", "arguments": "{\"city\":\"Toledo\"}"}}
+        ]}, "finish_reason": "tool_calls"}]});
+        assert_eq!(parse_completion(&answer, Some("place")).unwrap().text, r#"{"city":"Toledo"}"#);
+        assert_eq!(parse_completion(&answer, Some("missing")).unwrap().text, r#"{"x":1}"#, "else the first call");
+        assert_eq!(parse_completion(&answer, None).unwrap().text, "Calling it.", "no tool asked: the content");
+        let object = json!({"choices": [{"message": {"tool_calls": [{"function": {"name": "place", "arguments": {"city": "A"}}}]}}]});
+        assert_eq!(parse_completion(&object, Some("place")).unwrap().text, r#"{"city":"A"}"#);
+        let none = json!({"choices": [{"message": {"content": "no call"}}]});
+        assert_eq!(parse_completion(&none, Some("place")).unwrap().text, "no call");
     }
 
     #[test]

@@ -38,6 +38,8 @@ struct More {
     run_id: Option<String>,
     /// Extra members of the body (next to `error`).
     extra: Option<(&'static str, Value)>,
+    /// Extra members of `error`.
+    error_fields: Vec<(&'static str, Value)>,
     /// Extra response headers.
     headers: HeaderMap,
 }
@@ -124,6 +126,12 @@ impl ApiError {
         self
     }
 
+    /// Add a member inside `error` (where OpenAI's clients expose it).
+    pub fn with_error_field(mut self, key: &'static str, value: Value) -> Self {
+        self.more.error_fields.push((key, value));
+        self
+    }
+
     /// Add response headers.
     pub fn with_headers(mut self, headers: HeaderMap) -> Self {
         self.more.headers.extend(headers);
@@ -150,6 +158,9 @@ impl ApiError {
         }
         if let Some(run_id) = &self.more.run_id {
             error["run_id"] = json!(run_id);
+        }
+        for (key, value) in &self.more.error_fields {
+            error[*key] = value.clone();
         }
         let mut body = json!({ "error": error });
         if let Some((key, value)) = &self.more.extra {

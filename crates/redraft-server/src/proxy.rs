@@ -23,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use redraft::RunSpec;
 use redraft::core::price::estimate_tokens;
-use redraft::core::{ChatRequest, HaltReason, Message, PromptStyle, Role, RunResult};
+use redraft::core::{ChatRequest, HaltReason, Message, PromptStyle, Role, RunResult, ToolSpec};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -54,14 +54,30 @@ struct CompletionRequest {
     #[serde(default)]
     tools: Option<Vec<Value>>,
     #[serde(default)]
+    tool_choice: Option<Value>,
+    #[serde(default)]
     functions: Option<Vec<Value>>,
+    #[serde(default)]
+    function_call: Option<Value>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 struct InMessage {
     role: String,
     #[serde(default)]
     content: Option<Content>,
+    /// An assistant's calls of functions.
+    #[serde(default)]
+    tool_calls: Option<Vec<Value>>,
+    /// An assistant's legacy single call.
+    #[serde(default)]
+    function_call: Option<Value>,
+    /// A `tool` message: the call it answers.
+    #[serde(default)]
+    tool_call_id: Option<String>,
+    /// A `function` message: the function it answers.
+    #[serde(default)]
+    name: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -104,13 +120,24 @@ struct StreamOptions {
 struct Answer {
     id: String,
     model: String,
-    content: String,
+    /// The assistant's message in OpenAI's shape (`content`, `tool_calls`, …).
+    message: Value,
     finish_reason: String,
     prompt_tokens: u64,
     completion_tokens: u64,
     /// The run, when the answer was checked.
     run: Option<Value>,
+    /// The backend's whole answer, when it was passed through as it is.
+    raw: Option<Value>,
     headers: HeaderMap,
+}
+
+/// A function call the request forces, checked against the function's parameters.
+#[derive(Debug)]
+struct Forced {
+    tool: ToolSpec,
+    /// Asked with the legacy `functions` / `function_call`: answered as a `function_call`.
+    legacy: bool,
 }
 
 /// An OpenAI-compatible chat completion; with `response_format` the answer is checked and
@@ -141,17 +168,40 @@ async fn complete(state: &AppState, body: Result<Bytes, BytesRejection>) -> Resu
     if req.n.is_some_and(|n| n != 1) {
         return Err(ApiError::bad_request("unsupported", "`n` other than 1 is not supported by the redraft proxy"));
     }
-    if req.tools.as_ref().is_some_and(|t| !t.is_empty()) || req.functions.as_ref().is_some_and(|f| !f.is_empty()) {
-        return Err(ApiError::bad_request("unsupported", "tools and functions are not supported by the redraft proxy"));
+    if req.messages.is_empty() {
+        return Err(ApiError::bad_request("invalid_request", "`messages` is empty"));
     }
-    let messages = messages(&req.messages)?;
+    let forced = forced(&req)?;
+    let defines_tools =
+        req.tools.as_ref().is_some_and(|t| !t.is_empty()) || req.functions.as_ref().is_some_and(|f| !f.is_empty());
     let config = state.config();
     let model = config.model_name(Some(&req.model))?;
     let max_tokens = req.max_tokens.or(req.max_completion_tokens);
     let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
-    let answer = match req.response_format {
-        None | Some(ResponseFormat::Text) => pass_through(state, &model, messages, req.temperature, max_tokens).await?,
-        Some(format) => {
+    let checked_format = !matches!(req.response_format, None | Some(ResponseFormat::Text));
+    if checked_format && defines_tools {
+        return Err(ApiError::bad_request(
+            "unsupported",
+            "`response_format` together with `tools` is not supported by the redraft proxy: force the function (`tool_choice`) to have its arguments checked, or drop `response_format` to pass the tools through",
+        ));
+    }
+    let answer = match (req.response_format, forced) {
+        (_, Some(forced)) => {
+            let schema = forced.tool.parameters.clone();
+            let mut spec = spec(messages(&req.messages)?, schema, None, model, req.temperature, max_tokens)?;
+            let (name, legacy) = (forced.tool.name.clone(), forced.legacy);
+            spec.tool = Some(forced.tool);
+            let mut answer = checked(state, spec).await?;
+            answer.into_call(&name, legacy);
+            answer
+        }
+        (None | Some(ResponseFormat::Text), None) => {
+            let raw: Value = parse(&bytes)?;
+            let call = PassThrough { model: &model, asked: &req.model, temperature: req.temperature, max_tokens };
+            pass_through(state, call, raw, &req.messages, defines_tools).await?
+        }
+        (Some(format), None) => {
+            let messages = messages(&req.messages)?;
             let (schema, style) = match format {
                 ResponseFormat::JsonSchema { json_schema } => {
                     let schema = json_schema.schema.ok_or_else(|| {
@@ -169,19 +219,87 @@ async fn complete(state: &AppState, body: Result<Bytes, BytesRejection>) -> Resu
     Ok(if req.stream { stream(answer, include_usage) } else { completion(answer) })
 }
 
-/// The request's messages as chat messages (text parts joined).
+/// The function call the request forces, if any: `tool_choice` naming a function (or
+/// `required` with one tool), or the legacy `function_call` naming one. Checked against the
+/// function's `parameters`; any other choice is passed through to the backend.
+fn forced(req: &CompletionRequest) -> Result<Option<Forced>, ApiError> {
+    let tools = req.tools.as_deref().unwrap_or_default();
+    let functions = req.functions.as_deref().unwrap_or_default();
+    let (wanted, legacy) = match (&req.tool_choice, &req.function_call) {
+        (Some(choice), _) => match choice {
+            Value::String(s) if s == "required" && tools.len() == 1 => {
+                (tools[0].pointer("/function/name").and_then(Value::as_str).map(str::to_owned), false)
+            }
+            Value::String(s) if matches!(s.as_str(), "auto" | "none" | "required") => return Ok(None),
+            Value::Object(_) => match choice.pointer("/function/name").and_then(Value::as_str) {
+                Some(name) => (Some(name.to_owned()), false),
+                None => return Ok(None),
+            },
+            other => {
+                return Err(ApiError::bad_request(
+                    "invalid_request",
+                    format!(
+                        "`tool_choice` = {other} is not valid; use \"auto\", \"none\", \"required\" or {{\"type\": \"function\", \"function\": {{\"name\": …}}}}"
+                    ),
+                ));
+            }
+        },
+        (None, Some(Value::Object(call))) => match call.get("name").and_then(Value::as_str) {
+            Some(name) => (Some(name.to_owned()), true),
+            None => return Ok(None),
+        },
+        _ => return Ok(None),
+    };
+    let Some(name) = wanted else {
+        return Err(ApiError::bad_request("invalid_request", "`tools[0].function.name` is missing"));
+    };
+    let function = if legacy {
+        functions.iter().find(|f| f.get("name").and_then(Value::as_str) == Some(name.as_str()))
+    } else {
+        tools
+            .iter()
+            .filter(|t| t.get("type").and_then(Value::as_str).is_none_or(|k| k == "function"))
+            .filter_map(|t| t.get("function"))
+            .find(|f| f.get("name").and_then(Value::as_str) == Some(name.as_str()))
+    };
+    let Some(function) = function else {
+        let (choice, list) = if legacy { ("function_call", "functions") } else { ("tool_choice", "tools") };
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            format!("`{choice}` names the function `{name}`, which `{list}` does not define"),
+        ));
+    };
+    let parameters = match function.get("parameters") {
+        None | Some(Value::Null) => json!({"type": "object", "properties": {}}),
+        Some(p @ Value::Object(_)) => p.clone(),
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "invalid_request",
+                format!("the parameters of the function `{name}` are not a JSON Schema object: {other}"),
+            ));
+        }
+    };
+    let description = function.get("description").and_then(Value::as_str).map(str::to_owned);
+    let strict = function.get("strict").and_then(Value::as_bool).unwrap_or(false);
+    Ok(Some(Forced { tool: ToolSpec { name, description, parameters, strict }, legacy }))
+}
+
+/// The request's messages as chat messages (text parts joined). Function calls and their
+/// results become text: an assistant's turn says which function it called with what, and a
+/// `tool` (or `function`) message is the user's turn giving the result.
 fn messages(input: &[InMessage]) -> Result<Vec<Message>, ApiError> {
     let mut out = Vec::with_capacity(input.len());
+    let mut names: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
     for (i, m) in input.iter().enumerate() {
         let role = match m.role.as_str() {
             "system" | "developer" => Role::System,
-            "user" => Role::User,
+            "user" | "tool" | "function" => Role::User,
             "assistant" => Role::Assistant,
             other => {
                 return Err(ApiError::bad_request(
                     "unsupported",
                     format!(
-                        "`messages[{i}].role` = `{other}` is not supported by the redraft proxy (system, developer, user, assistant)"
+                        "`messages[{i}].role` = `{other}` is not supported by the redraft proxy (system, developer, user, assistant, tool)"
                     ),
                 ));
             }
@@ -205,12 +323,46 @@ fn messages(input: &[InMessage]) -> Result<Vec<Message>, ApiError> {
                 text.join("\n")
             }
         };
+        let mut calls = Vec::new();
+        for call in m.tool_calls.iter().flatten() {
+            let name = call.pointer("/function/name").and_then(Value::as_str).unwrap_or("?");
+            if let Some(id) = call.get("id").and_then(Value::as_str) {
+                names.insert(id, name);
+            }
+            calls.push(describe_call(name, call.pointer("/function/arguments")));
+        }
+        if let Some(call) = &m.function_call {
+            calls.push(describe_call(call.get("name").and_then(Value::as_str).unwrap_or("?"), call.get("arguments")));
+        }
+        let content = match m.role.as_str() {
+            "tool" => {
+                let id = m.tool_call_id.as_deref().unwrap_or("?");
+                let name = names.get(id).copied().or(m.name.as_deref()).unwrap_or("?");
+                format!("Result of the call of `{name}` ({id}):\n{content}")
+            }
+            "function" => format!("Result of the call of `{}`:\n{content}", m.name.as_deref().unwrap_or("?")),
+            _ if !calls.is_empty() => {
+                let calls = calls.join("\n");
+                if content.trim().is_empty() { calls } else { format!("{content}\n{calls}") }
+            }
+            _ => content,
+        };
         out.push(Message { role, content });
     }
     if out.is_empty() {
         return Err(ApiError::bad_request("invalid_request", "`messages` is empty"));
     }
     Ok(out)
+}
+
+/// An assistant's function call, as text.
+fn describe_call(name: &str, arguments: Option<&Value>) -> String {
+    let arguments = match arguments {
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+        None => "{}".into(),
+    };
+    format!("Called `{name}` with {arguments}")
 }
 
 /// The run a checked request becomes: system messages → the task's system, the last message
@@ -247,17 +399,79 @@ fn spec(
     })
 }
 
-/// One call, no loop.
-async fn pass_through(
-    state: &AppState,
-    model: &str,
-    messages: Vec<Message>,
+/// What a pass-through call is for.
+struct PassThrough<'a> {
+    /// The `provider/model` it goes to.
+    model: &'a str,
+    /// The model as the client named it.
+    asked: &'a str,
     temperature: Option<f32>,
     max_tokens: Option<u32>,
+}
+
+/// One call, no loop. To an OpenAI-compatible backend the client's request goes as it is
+/// (its model replaced), so tools, tool messages and every parameter reach the backend, and
+/// the backend's answer comes back as it is. Other backends get the conversation as text.
+async fn pass_through(
+    state: &AppState,
+    call: PassThrough<'_>,
+    mut raw: Value,
+    input: &[InMessage],
+    defines_tools: bool,
 ) -> Result<Answer, ApiError> {
-    redraft::core::policy::check_sampling(temperature, max_tokens).map_err(redraft::ConfigError::from)?;
-    let provider = state.guard().model(state.config(), model)?.provider;
-    let request = ChatRequest { temperature, max_tokens, ..ChatRequest::new(messages) };
+    redraft::core::policy::check_sampling(call.temperature, call.max_tokens).map_err(redraft::ConfigError::from)?;
+    let provider = state.guard().model(state.config(), call.model)?.provider;
+    if let Some(object) = raw.as_object_mut() {
+        // The answer is streamed from the whole reply.
+        object.remove("stream");
+        object.remove("stream_options");
+    }
+    if let Some(answer) = provider.forward(raw).await {
+        let mut answer = answer?;
+        // What OpenAI's clients require of a completion, when a compatible server left it out.
+        if answer.get("model").is_none_or(|m| !m.is_string()) {
+            answer["model"] = json!(call.asked);
+        }
+        if answer.get("created").is_none_or(|c| !c.is_u64()) {
+            answer["created"] = json!(created());
+        }
+        if answer.get("id").is_none_or(|c| !c.is_string()) {
+            answer["id"] = json!(format!("chatcmpl-{}", redraft::new_run_id()));
+        }
+        answer["object"] = json!("chat.completion");
+        let model = answer["model"].as_str().unwrap_or(call.asked).to_owned();
+        let message = answer.pointer("/choices/0/message").cloned().unwrap_or_else(|| json!({"role": "assistant"}));
+        let finish_reason =
+            answer.pointer("/choices/0/finish_reason").and_then(Value::as_str).unwrap_or("stop").to_owned();
+        let usage = |key: &str| answer.pointer(&format!("/usage/{key}")).and_then(Value::as_u64).unwrap_or(0);
+        let (prompt_tokens, completion_tokens) = (usage("prompt_tokens"), usage("completion_tokens"));
+        let id = answer["id"].as_str().unwrap_or_default().to_owned();
+        return Ok(Answer {
+            id,
+            model,
+            message,
+            finish_reason,
+            prompt_tokens,
+            completion_tokens,
+            run: None,
+            raw: Some(answer),
+            headers: HeaderMap::new(),
+        });
+    }
+    if defines_tools || input.iter().any(|m| m.role == "tool" || m.role == "function") {
+        return Err(ApiError::bad_request(
+            "unsupported",
+            format!(
+                "`{}` does not take OpenAI's function calling through the redraft proxy; use an OpenAI-compatible provider (`type = \"openai\"`), or force the function (`tool_choice`) to have redraft ask for its arguments",
+                call.model
+            ),
+        ));
+    }
+    let request = ChatRequest {
+        temperature: call.temperature,
+        max_tokens: call.max_tokens,
+        ..ChatRequest::new(messages(input)?)
+    };
     let response = provider.complete(&request).await?;
     let (prompt_tokens, completion_tokens) = match response.usage {
         Some(u) => (u.input_tokens, u.output_tokens),
@@ -270,14 +484,31 @@ async fn pass_through(
     };
     Ok(Answer {
         id: format!("chatcmpl-{}", redraft::new_run_id()),
-        model: model.to_owned(),
-        content: response.text,
+        model: call.model.to_owned(),
+        message: json!({"role": "assistant", "content": response.text}),
         finish_reason,
         prompt_tokens,
         completion_tokens,
         run: None,
+        raw: None,
         headers: HeaderMap::new(),
     })
+}
+
+impl Answer {
+    /// Answer as a call of `name` whose arguments are the content (the accepted artifact).
+    fn into_call(&mut self, name: &str, legacy: bool) {
+        let arguments = self.message["content"].take();
+        let function = json!({"name": name, "arguments": arguments});
+        if legacy {
+            self.message = json!({"role": "assistant", "content": null, "function_call": function});
+            self.finish_reason = "function_call".into();
+        } else {
+            let id = format!("call_{}", self.id.trim_start_matches("chatcmpl-"));
+            self.message = json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": function}]});
+            self.finish_reason = "tool_calls".into();
+        }
+    }
 }
 
 /// A run of the loop; the accepted artifact as the answer.
@@ -299,11 +530,12 @@ async fn checked(state: &AppState, spec: RunSpec) -> Result<Answer, ApiError> {
         (Some(artifact), true) => Ok(Answer {
             id: format!("chatcmpl-{}", result.run_id),
             model,
-            content: artifact.to_string(),
+            message: json!({"role": "assistant", "content": artifact.to_string()}),
             finish_reason: "stop".into(),
             prompt_tokens: result.metrics.tokens_in,
             completion_tokens: result.metrics.tokens_out,
             run: Some(run),
+            raw: None,
             headers,
         }),
         _ => Err(failed(&result, run, headers)),
@@ -311,12 +543,23 @@ async fn checked(state: &AppState, spec: RunSpec) -> Result<Answer, ApiError> {
 }
 
 /// A failed run: 422 (502 when the model's server failed), with the run and its headers.
-fn failed(result: &RunResult, run: Value, headers: HeaderMap) -> ApiError {
+/// OpenAI's clients expose only `error`: it carries the halt reason (`code`), the question a
+/// person would be asked (`message`), the run id and the attempts. A 502 comes after redraft's
+/// own transport retries, so it tells the client not to retry (`x-should-retry: false`).
+fn failed(result: &RunResult, run: Value, mut headers: HeaderMap) -> ApiError {
     let (status, code) = match result.halted_because {
         HaltReason::ProviderError => (StatusCode::BAD_GATEWAY, "provider_error"),
         other => (StatusCode::UNPROCESSABLE_ENTITY, other.as_str()),
     };
-    let mut message = failure_message(result);
+    let mut message = match (&result.error, &result.escalation) {
+        (Some(error), _) if status == StatusCode::BAD_GATEWAY => {
+            format!("the model's server failed: {}", error.message)
+        }
+        (_, Some(escalation)) if !escalation.question.trim().is_empty() => {
+            format!("{}. {}", escalation.summary.trim_end_matches('.'), escalation.question)
+        }
+        _ => failure_message(result),
+    };
     if let Some(best) = result.history.iter().rev().find(|a| !a.issues.is_empty()) {
         let issues: Vec<String> = best
             .issues
@@ -326,8 +569,13 @@ fn failed(result: &RunResult, run: Value, headers: HeaderMap) -> ApiError {
             .collect();
         message.push_str(&format!("; last issues: {}", issues.join("; ")));
     }
+    if status == StatusCode::BAD_GATEWAY {
+        headers.insert("x-should-retry", HeaderValue::from_static("false"));
+    }
     ApiError::new(status, code, message)
         .with_run_id(result.run_id.clone())
+        .with_error_field("attempts", json!(result.iterations))
+        .with_error_field("halted_because", json!(result.halted_because))
         .with_extra("redraft", run)
         .with_headers(headers)
 }
@@ -342,6 +590,9 @@ fn usage(a: &Answer) -> Value {
 
 /// A `chat.completion`.
 fn completion(answer: Answer) -> Response {
+    if let Some(raw) = answer.raw {
+        return (answer.headers, Json(raw)).into_response();
+    }
     let mut body = json!({
         "id": answer.id,
         "object": "chat.completion",
@@ -349,7 +600,7 @@ fn completion(answer: Answer) -> Response {
         "model": answer.model,
         "choices": [{
             "index": 0,
-            "message": {"role": "assistant", "content": answer.content},
+            "message": answer.message,
             "finish_reason": answer.finish_reason,
         }],
         "usage": usage(&answer),
@@ -373,9 +624,27 @@ fn stream(answer: Answer, include_usage: bool) -> Response {
         })
     };
     let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
-    let chars: Vec<char> = answer.content.chars().collect();
-    for piece in chars.chunks(CHUNK_CHARS) {
-        events.push(chunk(json!({"content": piece.iter().collect::<String>()}), Value::Null));
+    if let Some(text) = answer.message.get("content").and_then(Value::as_str) {
+        for piece in pieces(text) {
+            events.push(chunk(json!({"content": piece}), Value::Null));
+        }
+    }
+    for (index, call) in answer.message.get("tool_calls").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let name = call.pointer("/function/name").cloned().unwrap_or(Value::Null);
+        let head = json!({"index": index, "id": call.get("id"), "type": "function", "function": {"name": name, "arguments": ""}});
+        events.push(chunk(json!({"tool_calls": [head]}), Value::Null));
+        let arguments = call.pointer("/function/arguments").and_then(Value::as_str).unwrap_or_default();
+        for piece in pieces(arguments) {
+            events
+                .push(chunk(json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}), Value::Null));
+        }
+    }
+    if let Some(call) = answer.message.get("function_call") {
+        let name = call.get("name").cloned().unwrap_or(Value::Null);
+        events.push(chunk(json!({"function_call": {"name": name, "arguments": ""}}), Value::Null));
+        for piece in pieces(call.get("arguments").and_then(Value::as_str).unwrap_or_default()) {
+            events.push(chunk(json!({"function_call": {"arguments": piece}}), Value::Null));
+        }
     }
     let mut last = chunk(json!({}), json!(answer.finish_reason));
     if let Some(run) = &answer.run {
@@ -396,6 +665,12 @@ fn stream(answer: Answer, include_usage: bool) -> Response {
         events.into_iter().map(|e| Ok(Event::default().data(e.to_string()))).collect();
     frames.push(Ok(Event::default().data("[DONE]")));
     (answer.headers, Sse::new(stream::iter(frames))).into_response()
+}
+
+/// `text` in pieces of at most [`CHUNK_CHARS`] characters.
+fn pieces(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars.chunks(CHUNK_CHARS).map(|c| c.iter().collect()).collect()
 }
 
 /// The models a client may name.
@@ -436,7 +711,7 @@ mod tests {
     use super::*;
 
     fn msg(role: &str, text: &str) -> InMessage {
-        InMessage { role: role.into(), content: Some(Content::Text(text.into())) }
+        InMessage { role: role.into(), content: Some(Content::Text(text.into())), ..InMessage::default() }
     }
 
     #[test]
@@ -455,7 +730,61 @@ mod tests {
         assert_eq!(spec.turns, vec![Message::user("Hi"), Message::assistant("Hello")]);
         let bad = spec_err(&[msg("user", "Hi"), msg("assistant", "prefill")]);
         assert!(bad.contains("last message must be a user's"), "{bad}");
-        assert!(messages(&[msg("tool", "x")]).unwrap_err().message.contains("`tool`"));
+        assert!(messages(&[msg("critic", "x")]).unwrap_err().message.contains("`critic`"));
+    }
+
+    #[test]
+    fn function_calls_and_results_become_text() {
+        let call = json!({"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Paris\"}"}});
+        let input = [
+            msg("user", "Weather in Paris?"),
+            InMessage { role: "assistant".into(), tool_calls: Some(vec![call]), ..InMessage::default() },
+            InMessage { tool_call_id: Some("call_1".into()), ..msg("tool", "18 C, clear") },
+            msg("user", "Answer as JSON."),
+        ];
+        let m = messages(&input).unwrap();
+        assert_eq!(m[1], Message::assistant(r#"Called `weather` with {"city":"Paris"}"#));
+        assert_eq!(m[2], Message::user("Result of the call of `weather` (call_1):\n18 C, clear"));
+        let spec = spec(m, json!({"type": "object"}), None, "fake/m".into(), None, None).unwrap();
+        assert_eq!(spec.prompt, "Answer as JSON.");
+        assert_eq!(spec.turns.len(), 3);
+    }
+
+    fn req(body: Value) -> CompletionRequest {
+        serde_json::from_value(body).unwrap()
+    }
+
+    #[test]
+    fn a_forced_function_is_checked_and_any_other_choice_passes_through() {
+        let tool = |name: &str| json!({"type": "function", "function": {"name": name, "parameters": {"type": "object", "required": ["a"]}, "strict": true}});
+        let m = json!([{"role": "user", "content": "x"}]);
+        let named = forced(&req(json!({"model": "m", "messages": m, "tools": [tool("f"), tool("g")], "tool_choice": {"type": "function", "function": {"name": "g"}}}))).unwrap().unwrap();
+        assert_eq!((named.tool.name.as_str(), named.tool.strict, named.legacy), ("g", true, false));
+        assert_eq!(named.tool.parameters["required"], json!(["a"]));
+        let one = forced(&req(json!({"model": "m", "messages": m, "tools": [tool("f")], "tool_choice": "required"})))
+            .unwrap()
+            .unwrap();
+        assert_eq!(one.tool.name, "f");
+        for choice in [json!("required"), json!("auto"), json!("none"), Value::Null] {
+            let r = req(json!({"model": "m", "messages": m, "tools": [tool("f"), tool("g")], "tool_choice": choice}));
+            assert!(forced(&r).unwrap().is_none(), "{choice} passes through");
+        }
+        let legacy = forced(&req(
+            json!({"model": "m", "messages": m, "functions": [{"name": "h"}], "function_call": {"name": "h"}}),
+        ))
+        .unwrap()
+        .unwrap();
+        assert!(legacy.legacy);
+        assert_eq!(
+            legacy.tool.parameters,
+            json!({"type": "object", "properties": {}}),
+            "no parameters: an empty object"
+        );
+        let unknown = forced(&req(json!({"model": "m", "messages": m, "tools": [tool("f")], "tool_choice": {"type": "function", "function": {"name": "nope"}}}))).unwrap_err();
+        assert!(unknown.message.contains("`nope`"), "{}", unknown.message);
+        let bad =
+            forced(&req(json!({"model": "m", "messages": m, "tools": [tool("f")], "tool_choice": 3}))).unwrap_err();
+        assert!(bad.message.contains("`tool_choice`"), "{}", bad.message);
     }
 
     fn spec_err(input: &[InMessage]) -> String {

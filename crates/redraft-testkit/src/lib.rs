@@ -66,6 +66,22 @@ pub fn reply(content: &str) -> ResponseTemplate {
     ResponseTemplate::new(200).set_body_json(completion(content))
 }
 
+/// A 200 chat completion whose message calls functions: `calls` is OpenAI's `tool_calls`
+/// array. Reports 100 input and 20 output tokens.
+pub fn tool_calls(calls: Value) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": calls}, "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+    }))
+}
+
+/// One call of `name` with `arguments` (JSON text), as an element of `tool_calls`.
+pub fn call(id: &str, name: &str, arguments: &str) -> Value {
+    json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
+}
+
 /// A 200 chat completion that reports no usage.
 pub fn reply_without_usage(content: &str) -> ResponseTemplate {
     ResponseTemplate::new(200).set_body_json(json!({

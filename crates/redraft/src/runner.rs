@@ -7,7 +7,7 @@ use std::time::Duration;
 use redraft_core::{
     ArtifactSource, AttemptEnd, AttemptOutcome, AttemptRecord, Candidate, Ceilings, ChatProvider, ChatRequest,
     ChatResponse, Engine, EvalInput, Evaluator, Fallback, Interruption, Mode, Next, Plan, Policy, Price, PromptStyle,
-    ProviderError, RetryDecision, RetryPolicy, RunObserver, RunResult, Strategy, Task, Templates, Verdict,
+    ProviderError, RetryDecision, RetryPolicy, RunObserver, RunResult, Strategy, Task, Templates, ToolSpec, Verdict,
 };
 use serde_json::Value;
 use tokio::time::Instant;
@@ -154,6 +154,14 @@ impl RunnerBuilder {
     /// An example instance to show the proposer. By default, a skeleton of the schema.
     pub fn example(mut self, example: Value) -> Self {
         self.template.example = Some(example);
+        self
+    }
+
+    /// A function whose call is the answer: OpenAI-compatible models are asked to call it
+    /// and its arguments are the artifact. Give its `parameters` as the schema too (an
+    /// evaluator), or they are not checked. By default, none.
+    pub fn tool(mut self, tool: ToolSpec) -> Self {
+        self.template.tool = Some(Arc::new(tool));
         self
     }
 

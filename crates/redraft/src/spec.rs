@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redraft_core::duration::serde_human;
-use redraft_core::{Ceilings, Directive, Message, Mode, Policy, PromptStyle, Strategy, Task};
+use redraft_core::{Ceilings, Directive, Message, Mode, Policy, PromptStyle, Strategy, Task, ToolSpec};
 use redraft_eval::SchemaEvaluator;
 use redraft_eval::kind::Kinds;
 use redraft_providers::{AgentCommand, CommandProvider};
@@ -111,6 +111,13 @@ pub struct RunSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(with = "Vec<serde_json::Value>")]
     pub turns: Vec<Message>,
+    /// A function whose call is the answer (`{"name", "description"?, "parameters",
+    /// "strict"?}`): OpenAI-compatible models are asked to call it, and its arguments are
+    /// checked against `parameters` (which is the schema when `schema` is not set). How the
+    /// proxy checks a forced tool call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub tool: Option<ToolSpec>,
 }
 
 /// Where a spec is turned into a run, and what that face allows.
@@ -242,7 +249,11 @@ impl RunSpec {
         for name in &config.fallback_models {
             builder = builder.fallback(&config.model(&config.model_name(Some(name))?)?);
         }
-        if let Some(schema) = &self.schema {
+        if let Some(tool) = &self.tool {
+            check_tool_name(&tool.name)?;
+            builder = builder.tool(tool.clone());
+        }
+        if let Some(schema) = self.schema.as_ref().or(self.tool.as_ref().map(|t| &t.parameters)) {
             builder = builder.evaluator(Arc::new(SchemaEvaluator::of(schema)?));
         }
         let evaluator_setup = EvaluatorSetup {
@@ -305,4 +316,15 @@ mod tests {
         let text = serde_json::to_string(&spec).unwrap();
         assert_eq!(serde_json::from_str::<RunSpec>(&text).unwrap(), spec);
     }
+}
+
+/// A function name as OpenAI's API takes it: 1 to 64 letters, digits, `_` or `-`.
+fn check_tool_name(name: &str) -> Result<(), ConfigError> {
+    if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        return Err(ConfigError::Invalid {
+            key: "tool.name".into(),
+            message: format!("`{name}` is not a function name; use 1 to 64 letters, digits, `_` or `-`"),
+        });
+    }
+    Ok(())
 }

@@ -1,7 +1,7 @@
 //! The OpenAI-compatible proxy through the router: checked answers, pass-through, streaming,
 //! failures in OpenAI's error shape.
 
-use redraft_testkit::{reply, status};
+use redraft_testkit::{call, reply, status, tool_calls};
 use serde_json::{Value, json};
 
 use crate::{CITY_SCHEMA, assert_result_snapshot, harness, sse_events};
@@ -106,8 +106,6 @@ async fn without_response_format_it_passes_through_once() {
     {
       "id": "[id]",
       "object": "chat.completion",
-      "created": "[time]",
-      "model": "fake/m",
       "choices": [
         {
           "index": 0,
@@ -122,7 +120,9 @@ async fn without_response_format_it_passes_through_once() {
         "prompt_tokens": 100,
         "completion_tokens": 20,
         "total_tokens": 120
-      }
+      },
+      "model": "fake/m",
+      "created": "[time]"
     }
     "#);
     assert!(a.header("x-redraft-run-id").is_none(), "no run");
@@ -158,10 +158,12 @@ async fn a_failed_run_is_422_in_openais_error_shape() {
     assert_result_snapshot!(a.json, @r#"
     {
       "error": {
-        "message": "the run failed: 3 attempts; best score 0 at attempt 3; halted because max_iterations; last issues: (root) additionalProperties: Additional properties are not allowed ('town' was unexpected); (root) required: \"city\" is a required property",
+        "message": "3 attempts; best score 0 at attempt 3; halted because max_iterations. Every attempt failed at the whole answer: Additional properties are not allowed ('town' was unexpected). Can that requirement be met with the information given, or should it change?; last issues: (root) additionalProperties: Additional properties are not allowed ('town' was unexpected); (root) required: \"city\" is a required property",
         "code": "max_iterations",
         "type": "validation_error",
-        "run_id": "[run_id]"
+        "run_id": "[run_id]",
+        "attempts": 3,
+        "halted_because": "max_iterations"
       },
       "redraft": {
         "run_id": "[run_id]",
@@ -178,23 +180,50 @@ async fn a_failed_run_is_422_in_openais_error_shape() {
 }
 
 #[tokio::test]
+async fn a_backend_that_keeps_failing_is_502_naming_its_answer_and_not_to_be_retried() {
+    let h = harness(vec![status(500), status(500), status(500), status(500), status(500), status(500)]).await;
+    let a = h
+        .call("POST", "/v1/chat/completions", Some(checked(json!([{"role": "user", "content": "Which city?"}]))))
+        .await;
+    assert_eq!(a.status, 502, "{}", a.text);
+    assert_eq!(a.header("x-should-retry"), Some("false"), "redraft already retried");
+    let message = a.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("HTTP 500") && message.contains("scripted 500"), "{message}");
+    assert_eq!(a.json["error"]["code"], "provider_error");
+    assert_eq!(a.json["error"]["attempts"], 0);
+    let calls = h.model.calls().await;
+    assert!((2..=3).contains(&calls), "redraft's own transport retries, once: {calls}");
+}
+
+#[tokio::test]
 async fn bad_proxy_requests_are_400_in_openais_shape() {
     let h = harness(vec![status(503), status(503), status(503)]).await;
     for (body, expected) in [
         (json!({"messages": []}), "missing field `model`"),
         (json!({"model": "fake/m", "messages": []}), "`messages` is empty"),
-        (json!({"model": "fake/m", "messages": [{"role": "tool", "content": "x"}]}), "`tool`"),
+        (
+            json!({"model": "fake/m", "messages": [{"role": "critic", "content": "x"}], "response_format": {"type": "json_object"}}),
+            "`critic`",
+        ),
         (json!({"model": "fake/m", "messages": [{"role": "user", "content": "x"}], "n": 2}), "`n`"),
         (
-            json!({"model": "fake/m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}),
-            "tools",
+            json!({"model": "fake/m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": "g"}}}),
+            "names the function `g`, which `tools` does not define",
+        ),
+        (
+            json!({"model": "fake/m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}], "response_format": {"type": "json_object"}}),
+            "`response_format` together with `tools`",
+        ),
+        (
+            json!({"model": "fake/m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f bad"}}], "tool_choice": "required"}),
+            "`f bad` is not a function name",
         ),
         (
             json!({"model": "fake/m", "messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}),
             "schema` is required",
         ),
         (
-            json!({"model": "fake/m", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}),
+            json!({"model": "fake/m", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}], "response_format": {"type": "json_object"}}),
             "`image_url` part",
         ),
     ] {
@@ -227,4 +256,125 @@ async fn models_lists_the_configured_models() {
     let ids: Vec<&str> = a.json["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["fake/m", "fake/bigger", "openai/gpt-4o-mini"]);
     assert_eq!(a.json["object"], "list");
+}
+
+fn weather_tool() -> Value {
+    json!([{"type": "function", "function": {"name": "weather", "description": "The weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}}}])
+}
+
+/// `tool_calls` rebuilt from streamed deltas, by index.
+fn streamed_calls(chunks: &[&Value]) -> Vec<Value> {
+    let mut calls: Vec<Value> = Vec::new();
+    for delta in
+        chunks.iter().flat_map(|c| c["choices"][0]["delta"]["tool_calls"].as_array().cloned().unwrap_or_default())
+    {
+        let i = delta["index"].as_u64().unwrap() as usize;
+        if i == calls.len() {
+            calls.push(json!({"id": delta["id"], "type": delta["type"], "function": {"name": delta["function"]["name"], "arguments": ""}}));
+        }
+        let args = calls[i]["function"]["arguments"].as_str().unwrap().to_owned();
+        calls[i]["function"]["arguments"] = json!(args + delta["function"]["arguments"].as_str().unwrap_or_default());
+    }
+    calls
+}
+
+#[tokio::test]
+async fn tools_pass_through_to_the_backend_and_back() {
+    let calls =
+        json!([call("call_a", "weather", r#"{"city":"Paris"}"#), call("call_b", "weather", r#"{"city":"Lyon"}"#)]);
+    let h = harness(vec![tool_calls(calls.clone()), reply("Paris 18 C, Lyon 20 C"), tool_calls(calls.clone())]).await;
+    let ask = json!([{"role": "user", "content": "Weather in Paris and Lyon?"}]);
+    let body = json!({"model": "fake/m", "messages": ask, "tools": weather_tool(), "tool_choice": "auto",
+        "parallel_tool_calls": true, "top_p": 0.5, "seed": 7, "stop": ["END"], "user": "u-1", "metadata": {"team": "a"}});
+    let a = h.call("POST", "/v1/chat/completions", Some(body)).await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    assert_eq!(a.json["choices"][0]["message"]["tool_calls"], calls, "both calls, as the backend made them");
+    assert_eq!(a.json["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(a.json["object"], "chat.completion");
+    assert!(a.json["created"].as_u64().is_some() && a.json["model"] == "fake/m", "filled in: {}", a.json);
+    assert!(a.header("x-redraft-run-id").is_none(), "passed through: no run");
+    let sent = h.model.bodies().await;
+    assert_eq!(sent[0]["model"], "m", "the backend's model name");
+    for key in ["tools", "tool_choice", "parallel_tool_calls", "top_p", "seed", "stop", "user", "metadata"] {
+        assert!(sent[0].get(key).is_some(), "`{key}` forwarded: {}", sent[0]);
+    }
+    assert_eq!(sent[0]["tools"], weather_tool());
+
+    // The results go back as `tool` messages, as they are.
+    let turn = json!([ask[0], {"role": "assistant", "content": null, "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "call_a", "content": "18 C"}, {"role": "tool", "tool_call_id": "call_b", "content": "20 C"}]);
+    let a = h
+        .call(
+            "POST",
+            "/v1/chat/completions",
+            Some(json!({"model": "fake/m", "messages": turn, "tools": weather_tool()})),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    assert_eq!(a.json["choices"][0]["message"]["content"], "Paris 18 C, Lyon 20 C");
+    assert_eq!(h.model.bodies().await[1]["messages"], turn);
+
+    // Streamed: the calls arrive as deltas a client reassembles.
+    let s = h
+        .call(
+            "POST",
+            "/v1/chat/completions",
+            Some(json!({"model": "fake/m", "messages": ask, "tools": weather_tool(), "stream": true})),
+        )
+        .await;
+    assert_eq!(s.status, 200, "{}", s.text);
+    let events = sse_events(&s.text);
+    let chunks: Vec<&Value> = events.iter().map(|(_, d)| d).filter(|d| d.is_object()).collect();
+    assert_eq!(Value::Array(streamed_calls(&chunks)), calls);
+    assert_eq!(chunks.last().unwrap()["choices"][0]["finish_reason"], "tool_calls");
+    assert!(h.model.bodies().await[2].get("stream").is_none(), "the backend answers whole");
+}
+
+#[tokio::test]
+async fn a_forced_function_call_is_checked_against_its_parameters() {
+    let h = harness(vec![
+        tool_calls(json!([call("c1", "weather", r#"{"town":"Paris"}"#)])),
+        tool_calls(json!([call("c2", "weather", r#"{"city":"Paris"}"#)])),
+        tool_calls(json!([call("c3", "weather", r#"{"city":"Lyon"}"#)])),
+    ])
+    .await;
+    let messages = json!([{"role": "user", "content": "Weather in Paris?"}]);
+    let forced = json!({"type": "function", "function": {"name": "weather"}});
+    let body = json!({"model": "fake/m", "messages": messages, "tools": weather_tool(), "tool_choice": forced});
+    let a = h.call("POST", "/v1/chat/completions", Some(body)).await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    assert_eq!(a.header("x-redraft-attempts"), Some("2"), "the bad arguments were fed back");
+    let message = &a.json["choices"][0]["message"];
+    assert_eq!(message["content"], Value::Null);
+    assert_eq!(message["tool_calls"][0]["type"], "function");
+    assert_eq!(message["tool_calls"][0]["function"]["name"], "weather");
+    let arguments: Value =
+        serde_json::from_str(message["tool_calls"][0]["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(arguments, json!({"city": "Paris"}));
+    assert!(message["tool_calls"][0]["id"].as_str().unwrap().starts_with("call_"));
+    assert_eq!(a.json["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(a.json["redraft"]["history"], json!(["rejected", "accepted"]));
+    let sent = h.model.bodies().await;
+    assert_eq!(sent[0]["tool_choice"], forced, "the backend is asked for the call");
+    assert_eq!(sent[0]["tools"][0]["function"]["parameters"], weather_tool()[0]["function"]["parameters"]);
+    let feedback = sent[1]["messages"].as_array().unwrap();
+    assert!(
+        feedback.iter().any(|m| m["role"] == "assistant" && m["content"].as_str().unwrap().contains("town")),
+        "{feedback:?}"
+    );
+    assert!(feedback.last().unwrap()["content"].as_str().unwrap().contains("city"), "the issue is named: {feedback:?}");
+
+    // `required` with one tool is the same; streamed, the call arrives as deltas.
+    let body = json!({"model": "fake/m", "messages": messages, "tools": weather_tool(), "tool_choice": "required", "stream": true});
+    let s = h.call("POST", "/v1/chat/completions", Some(body)).await;
+    assert_eq!(s.status, 200, "{}", s.text);
+    let events = sse_events(&s.text);
+    let chunks: Vec<&Value> = events.iter().map(|(_, d)| d).filter(|d| d.is_object()).collect();
+    let calls = streamed_calls(&chunks);
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        serde_json::from_str::<Value>(calls[0]["function"]["arguments"].as_str().unwrap()).unwrap(),
+        json!({"city": "Lyon"})
+    );
 }

@@ -5,7 +5,8 @@ use std::path::Path;
 use std::process::Command;
 
 use redraft_server::Server;
-use redraft_testkit::{FakeOpenAi, reply};
+use redraft_testkit::{FakeOpenAi, call, reply, tool_calls};
+use serde_json::json;
 
 use crate::{config, write_kind};
 
@@ -39,6 +40,12 @@ async fn the_official_openai_client_gets_schema_valid_json() {
         reply(r#"{"city": "A"}"#),
         reply(r#"{"city": "B"}"#),
         reply(r#"{"city": "C"}"#),
+        tool_calls(json!([call("c1", "Place", r#"{"city": "Toledo"}"#)])),
+        tool_calls(json!([call("c2", "Place", r#"{"city": "Toledo", "state": "OH"}"#)])),
+        tool_calls(json!([
+            call("c3", "weather", r#"{"city": "Toledo"}"#),
+            call("c4", "weather", r#"{"city": "Columbus"}"#)
+        ])),
     ])
     .await;
     let dir = tempfile::tempdir().unwrap();
@@ -63,12 +70,14 @@ async fn the_official_openai_client_gets_schema_valid_json() {
     for expected in [
         r#"checked: ok {"city": "Toledo", "state": "OH"} attempts=2"#,
         "failed: ok max_iterations attempts=3",
+        r#"tool forced: ok {"city":"Toledo","state":"OH"} attempts=2"#,
+        "tools passed through: ok 2 calls",
         "auth: ok",
     ] {
         assert!(stdout.lines().any(|l| l == expected), "missing `{expected}` in:\n{stdout}");
     }
     assert!(stdout.lines().any(|l| l.starts_with(r#"streamed: ok {"city": "Toledo", "state": "OH"}"#)), "{stdout}");
-    assert_eq!(upstream.calls().await, 6, "2 + 1 + 3 attempts, nothing more");
+    assert_eq!(upstream.calls().await, 9, "2 + 1 + 3 + 2 + 1 attempts, nothing more");
 
     stop.cancel();
     serving.await.unwrap().unwrap();

@@ -3,13 +3,15 @@
 Usage: proxy_client.py BASE_URL API_KEY
 
 The server's fake upstream answers: (1) wrongly then rightly, (2) rightly (streamed),
-(3) wrongly three times. Prints one line per check; exits non-zero on the first failure.
+(3) wrongly three times, (4) a forced function call with bad arguments then good ones,
+(5) two parallel calls of a tool the model may choose. Prints one line per check; exits non-zero on the first failure.
 """
 
 import json
 import sys
 
 import openai
+import pydantic
 
 base_url, api_key = sys.argv[1], sys.argv[2]
 client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=60)
@@ -66,6 +68,34 @@ except openai.UnprocessableEntityError as e:
     print("failed: ok", e.body["code"], "attempts=3")
 else:
     raise AssertionError("expected openai.UnprocessableEntityError")
+
+# 4. A forced function call, the SDK's strict tool from a Pydantic model: its arguments are
+#    checked against the function's parameters and retried.
+class Place(pydantic.BaseModel):
+    city: str
+    state: str
+
+
+raw = client.chat.completions.with_raw_response.parse(
+    model="fake/m",
+    messages=MESSAGES,
+    tools=[openai.pydantic_function_tool(Place)],
+    tool_choice={"type": "function", "function": {"name": "Place"}},
+)
+assert raw.headers.get("x-redraft-attempts") == "2", raw.headers
+message = raw.parse().choices[0].message
+assert message.tool_calls[0].function.name == "Place", message
+place = message.tool_calls[0].function.parsed_arguments
+assert place == Place(city="Toledo", state="OH"), place
+print("tool forced: ok", place.model_dump_json(), "attempts=2")
+
+# 5. Tools the model may choose pass through: both parallel calls come back.
+weather = {"type": "function", "function": {"name": "weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+completion = client.chat.completions.create(model="fake/m", messages=MESSAGES, tools=[weather], tool_choice="auto")
+calls = completion.choices[0].message.tool_calls
+assert [json.loads(c.function.arguments)["city"] for c in calls] == ["Toledo", "Columbus"], calls
+assert completion.choices[0].finish_reason == "tool_calls", completion
+print("tools passed through: ok", len(calls), "calls")
 
 # A wrong key is refused.
 try:
