@@ -871,6 +871,67 @@ pub fn looks_like_a_schema(artifact: &Value, schema: &Value) -> bool {
     (typed && (keyword("properties") || keyword("required") || keyword("items"))) || keyword("$schema")
 }
 
+/// Whether `value` is itself a JSON Schema rather than an answer: an object whose every
+/// member is a JSON Schema keyword, with a `$schema`, a `type` naming JSON types, or
+/// `properties` describing members. What a model writes when it echoes "a JSON object" back
+/// (`{"type": "object"}`), or a schema it was shown.
+pub fn is_a_json_schema(value: &Value) -> bool {
+    const KEYWORDS: &[&str] = &[
+        "$schema",
+        "$id",
+        "$ref",
+        "$defs",
+        "definitions",
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "patternProperties",
+        "items",
+        "prefixItems",
+        "enum",
+        "const",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "not",
+        "format",
+        "pattern",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "minProperties",
+        "maxProperties",
+        "title",
+        "description",
+        "default",
+        "examples",
+    ];
+    const TYPES: &[&str] = &["object", "array", "string", "number", "integer", "boolean", "null"];
+    let Some(obj) = value.as_object() else {
+        return false;
+    };
+    if obj.is_empty() || !obj.keys().all(|k| KEYWORDS.contains(&k.as_str())) {
+        return false;
+    }
+    let type_names = |t: &Value| match t {
+        Value::String(s) => TYPES.contains(&s.as_str()),
+        Value::Array(a) => !a.is_empty() && a.iter().all(|t| t.as_str().is_some_and(|s| TYPES.contains(&s))),
+        _ => false,
+    };
+    let described = obj
+        .get("properties")
+        .and_then(Value::as_object)
+        .is_some_and(|p| !p.is_empty() && p.values().all(|v| v.is_object() || v.is_boolean()));
+    obj.contains_key("$schema") || obj.get("type").is_some_and(type_names) || described
+}
+
 /// A previous answer as the conversation keeps it for the next attempt: like every echo,
 /// at most `max_chars` characters, with the marker the feedback's echo uses when it is cut.
 fn kept_answer(raw: &str, max_chars: usize) -> String {
@@ -894,7 +955,7 @@ fn fallback_feedback(ctx: &Feedback<'_>, error: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::looks_like_a_schema;
+    use super::{is_a_json_schema, looks_like_a_schema};
     use serde_json::json;
 
     #[test]
@@ -908,5 +969,29 @@ mod tests {
         let forms =
             json!({"type": "object", "properties": {"type": {"type": "string"}, "required": {"type": "array"}}});
         assert!(!looks_like_a_schema(&json!({"type": "object", "required": ["a"]}), &forms));
+    }
+
+    #[test]
+    fn a_json_schema_is_told_from_an_answer() {
+        for schema in [
+            json!({"type": "object"}),
+            json!({"type": ["string", "null"]}),
+            json!({"properties": {"name": {"type": "string"}}, "required": ["name"]}),
+            json!({"$schema": "https://json-schema.org/draft/2020-12/schema"}),
+            json!({"type": "object", "title": "Person", "description": "A person."}),
+        ] {
+            assert!(is_a_json_schema(&schema), "{schema}");
+        }
+        for answer in [
+            json!({}),
+            json!({"type": "invoice", "total": 3}),
+            json!({"type": "nurse"}),
+            json!({"name": "Yuki", "type": "object"}),
+            json!({"title": "Dr", "description": "A doctor."}),
+            json!([{"type": "object"}]),
+            json!("object"),
+        ] {
+            assert!(!is_a_json_schema(&answer), "{answer}");
+        }
     }
 }

@@ -188,11 +188,11 @@ async fn complete(state: &AppState, body: Result<Bytes, BytesRejection>) -> Resu
     let answer = match (req.response_format, forced) {
         (_, Some(forced)) => {
             let schema = forced.tool.parameters.clone();
-            let mut spec = spec(messages(&req.messages)?, schema, None, model, req.temperature, max_tokens)?;
+            let mut spec = spec(messages(&req.messages)?, Some(schema), None, model, req.temperature, max_tokens)?;
             let (name, legacy) = (forced.tool.name.clone(), forced.legacy);
             spec.tool = Some(forced.tool);
             let mut answer = checked(state, spec).await?;
-            answer.into_call(&name, legacy);
+            answer.make_call(&name, legacy);
             answer
         }
         (None | Some(ResponseFormat::Text), None) => {
@@ -207,12 +207,14 @@ async fn complete(state: &AppState, body: Result<Bytes, BytesRejection>) -> Resu
                     let schema = json_schema.schema.ok_or_else(|| {
                         ApiError::bad_request("invalid_request", "`response_format.json_schema.schema` is required")
                     })?;
-                    (schema, None)
+                    (Some(schema), None)
                 }
-                // "A JSON object": shown as the schema, since an example of one would be `{}`.
-                _ => (json!({"type": "object"}), Some(PromptStyle::Schema)),
+                // "A JSON object", any: no schema to show (one would be copied back as the
+                // answer); the messages say what the object holds.
+                _ => (None, Some(PromptStyle::Schema)),
             };
-            let spec = spec(messages, schema, style, model, req.temperature, max_tokens)?;
+            let mut spec = spec(messages, schema, style, model, req.temperature, max_tokens)?;
+            spec.json_object = spec.schema.is_none();
             checked(state, spec).await?
         }
     };
@@ -369,7 +371,7 @@ fn describe_call(name: &str, arguments: Option<&Value>) -> String {
 /// (a user's) → the prompt, the turns in between kept before it.
 fn spec(
     messages: Vec<Message>,
-    schema: Value,
+    schema: Option<Value>,
     style: Option<PromptStyle>,
     model: String,
     temperature: Option<f32>,
@@ -390,7 +392,7 @@ fn spec(
         prompt,
         system: (!system.is_empty()).then(|| system.join("\n\n")),
         turns,
-        schema: Some(schema),
+        schema,
         model: Some(model),
         temperature,
         max_tokens,
@@ -497,7 +499,7 @@ async fn pass_through(
 
 impl Answer {
     /// Answer as a call of `name` whose arguments are the content (the accepted artifact).
-    fn into_call(&mut self, name: &str, legacy: bool) {
+    fn make_call(&mut self, name: &str, legacy: bool) {
         let arguments = self.message["content"].take();
         let function = json!({"name": name, "arguments": arguments});
         if legacy {
@@ -723,8 +725,8 @@ mod tests {
             msg("developer", "JSON only."),
             msg("user", "Which city?"),
         ];
-        let spec =
-            spec(messages(&input).unwrap(), json!({"type": "object"}), None, "fake/m".into(), None, None).unwrap();
+        let spec = spec(messages(&input).unwrap(), Some(json!({"type": "object"})), None, "fake/m".into(), None, None)
+            .unwrap();
         assert_eq!(spec.prompt, "Which city?");
         assert_eq!(spec.system.as_deref(), Some("Be terse.\n\nJSON only."));
         assert_eq!(spec.turns, vec![Message::user("Hi"), Message::assistant("Hello")]);
@@ -745,7 +747,7 @@ mod tests {
         let m = messages(&input).unwrap();
         assert_eq!(m[1], Message::assistant(r#"Called `weather` with {"city":"Paris"}"#));
         assert_eq!(m[2], Message::user("Result of the call of `weather` (call_1):\n18 C, clear"));
-        let spec = spec(m, json!({"type": "object"}), None, "fake/m".into(), None, None).unwrap();
+        let spec = spec(m, None, None, "fake/m".into(), None, None).unwrap();
         assert_eq!(spec.prompt, "Answer as JSON.");
         assert_eq!(spec.turns.len(), 3);
     }
@@ -788,6 +790,6 @@ mod tests {
     }
 
     fn spec_err(input: &[InMessage]) -> String {
-        spec(messages(input).unwrap(), json!({}), None, "m/x".into(), None, None).unwrap_err().message
+        spec(messages(input).unwrap(), None, None, "m/x".into(), None, None).unwrap_err().message
     }
 }

@@ -7,13 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redraft_core::duration::serde_human;
-use redraft_core::{Ceilings, Directive, Message, Mode, Policy, PromptStyle, Strategy, Task, ToolSpec};
+use redraft_core::{Ceilings, Directive, Issue, Message, Mode, Policy, PromptStyle, Strategy, Task, ToolSpec, codes};
 use redraft_eval::SchemaEvaluator;
 use redraft_eval::kind::Kinds;
 use redraft_providers::{AgentCommand, CommandProvider};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::check::Check;
 use crate::config::Config;
 use crate::error::ConfigError;
 use crate::evaluators::{self, EvaluatorSetup};
@@ -118,6 +119,11 @@ pub struct RunSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<serde_json::Value>")]
     pub tool: Option<ToolSpec>,
+    /// The answer must be a JSON object, any object (OpenAI's `json_object`): no schema is
+    /// shown, and an object that is itself a JSON Schema (`{"type": "object"}`) is rejected
+    /// as `schema_echo`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub json_object: bool,
 }
 
 /// Where a spec is turned into a run, and what that face allows.
@@ -256,6 +262,21 @@ impl RunSpec {
         if let Some(schema) = self.schema.as_ref().or(self.tool.as_ref().map(|t| &t.parameters)) {
             builder = builder.evaluator(Arc::new(SchemaEvaluator::of(schema)?));
         }
+        if self.json_object {
+            builder = builder.evaluator(Arc::new(Check::new("json_object", |artifact: &Value, _: &Value| {
+                if !artifact.is_object() {
+                    return Err(Issue::new("", "type", "the answer must be a JSON object"));
+                }
+                if redraft_core::engine::is_a_json_schema(artifact) {
+                    return Err(Issue::new(
+                        "",
+                        codes::SCHEMA_ECHO,
+                        "this is a JSON Schema, not an answer: give the values the task asks for, as a JSON object",
+                    ));
+                }
+                Ok(())
+            })));
+        }
         let evaluator_setup = EvaluatorSetup {
             config,
             workdir: setup.workdir.clone(),
@@ -282,6 +303,17 @@ impl RunSpec {
             Task { prompt, system: self.system.clone(), context: self.context.clone(), turns: self.turns.clone() };
         Ok((builder, task))
     }
+}
+
+/// A function name as OpenAI's API takes it: 1 to 64 letters, digits, `_` or `-`.
+fn check_tool_name(name: &str) -> Result<(), ConfigError> {
+    if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        return Err(ConfigError::Invalid {
+            key: "tool.name".into(),
+            message: format!("`{name}` is not a function name; use 1 to 64 letters, digits, `_` or `-`"),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -316,15 +348,4 @@ mod tests {
         let text = serde_json::to_string(&spec).unwrap();
         assert_eq!(serde_json::from_str::<RunSpec>(&text).unwrap(), spec);
     }
-}
-
-/// A function name as OpenAI's API takes it: 1 to 64 letters, digits, `_` or `-`.
-fn check_tool_name(name: &str) -> Result<(), ConfigError> {
-    if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-        return Err(ConfigError::Invalid {
-            key: "tool.name".into(),
-            message: format!("`{name}` is not a function name; use 1 to 64 letters, digits, `_` or `-`"),
-        });
-    }
-    Ok(())
 }

@@ -83,14 +83,19 @@ async fn a_checked_answer_is_retried_until_it_fits_the_schema() {
 
 #[tokio::test]
 async fn json_object_means_any_json_object() {
-    let h = harness(vec![reply("[1, 2]"), reply("Here: {\"a\": 1}")]).await;
+    let h = harness(vec![reply("[1, 2]"), reply(r#"{"type": "object"}"#), reply("Here: {\"a\": 1}")]).await;
     let a = h
-        .call("POST", "/v1/chat/completions", Some(json!({"model": "m", "messages": [{"role": "user", "content": "An object please"}], "response_format": {"type": "json_object"}})))
+        .call("POST", "/v1/chat/completions", Some(json!({"model": "m", "messages": [{"role": "user", "content": "An object please, as JSON"}], "response_format": {"type": "json_object"}})))
         .await;
     assert_eq!(a.status, 200, "{}", a.text);
     assert_eq!(a.json["choices"][0]["message"]["content"], r#"{"a":1}"#);
     assert_eq!(a.json["model"], "fake/m", "a bare model goes to the default provider");
-    assert_eq!(a.json["redraft"]["history"], json!(["rejected", "accepted"]));
+    assert_eq!(a.json["redraft"]["history"], json!(["rejected", "rejected", "accepted"]));
+    let sent = h.model.bodies().await;
+    let first = sent[0]["messages"].to_string();
+    assert!(!first.contains("Schema") && !first.contains("\\\"type\\\""), "no schema is shown: {first}");
+    let feedback = sent[2]["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_owned();
+    assert!(feedback.contains("[schema_echo]"), "a schema given back is no answer: {feedback}");
 }
 
 #[tokio::test]
