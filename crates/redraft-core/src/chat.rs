@@ -49,7 +49,12 @@ pub struct ChatRequest {
     /// A function the answer must call: providers with function calling (OpenAI-compatible
     /// servers) are asked for a call of it, and its arguments are the answer's text. Others
     /// ignore it: the prompt already shows the arguments' schema.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "tool_as_is")]
     pub tool: Option<Arc<ToolSpec>>,
+}
+
+fn tool_as_is<S: serde::Serializer>(tool: &Option<Arc<ToolSpec>>, s: S) -> Result<S::Ok, S::Error> {
+    tool.as_deref().serialize(s)
 }
 
 /// A function whose call is the answer: the arguments are the artifact, checked against
