@@ -67,8 +67,14 @@ async fn worker(dir: &Path, name: &str) -> (Proc, String) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if let Some(id) = text.lines().find_map(|l| l.strip_prefix("redraft: worker ")) {
-            return (child, id.split_whitespace().next().unwrap().to_owned());
+        // Only whole lines: the log may be read while a line is half written.
+        let id = text
+            .split_inclusive('\n')
+            .filter(|l| l.ends_with('\n'))
+            .find_map(|l| l.strip_prefix("redraft: worker "))
+            .and_then(|rest| rest.split_whitespace().next());
+        if let Some(id) = id {
+            return (child, id.to_owned());
         }
         assert!(Instant::now() < deadline, "the worker printed no id: {text}");
         tokio::time::sleep(Duration::from_millis(20)).await;
