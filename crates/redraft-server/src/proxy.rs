@@ -229,7 +229,8 @@ fn forced(req: &CompletionRequest) -> Result<Option<Forced>, ApiError> {
     let functions = req.functions.as_deref().unwrap_or_default();
     let (wanted, legacy) = match (&req.tool_choice, &req.function_call) {
         (Some(choice), _) => match choice {
-            Value::String(s) if s == "required" && tools.len() == 1 => {
+            // One tool that must be called: when it is a function, that function is forced.
+            Value::String(s) if s == "required" && tools.len() == 1 && is_function(&tools[0]) => {
                 (tools[0].pointer("/function/name").and_then(Value::as_str).map(str::to_owned), false)
             }
             Value::String(s) if matches!(s.as_str(), "auto" | "none" | "required") => return Ok(None),
@@ -260,7 +261,7 @@ fn forced(req: &CompletionRequest) -> Result<Option<Forced>, ApiError> {
     } else {
         tools
             .iter()
-            .filter(|t| t.get("type").and_then(Value::as_str).is_none_or(|k| k == "function"))
+            .filter(|t| is_function(t))
             .filter_map(|t| t.get("function"))
             .find(|f| f.get("name").and_then(Value::as_str) == Some(name.as_str()))
     };
@@ -284,6 +285,11 @@ fn forced(req: &CompletionRequest) -> Result<Option<Forced>, ApiError> {
     let description = function.get("description").and_then(Value::as_str).map(str::to_owned);
     let strict = function.get("strict").and_then(Value::as_bool).unwrap_or(false);
     Ok(Some(Forced { tool: ToolSpec { name, description, parameters, strict }, legacy }))
+}
+
+/// Whether a `tools` entry is a function (`type` `function`, or none given).
+fn is_function(tool: &Value) -> bool {
+    tool.get("type").and_then(Value::as_str).is_none_or(|k| k == "function")
 }
 
 /// The request's messages as chat messages (text parts joined). Function calls and their
@@ -429,7 +435,7 @@ async fn pass_through(
         object.remove("stream_options");
     }
     if let Some(answer) = provider.forward(raw).await {
-        let mut answer = answer?;
+        let mut answer = answer.map_err(refused_upstream)?;
         // What OpenAI's clients require of a completion, when a compatible server left it out.
         if answer.get("model").is_none_or(|m| !m.is_string()) {
             answer["model"] = json!(call.asked);
@@ -495,6 +501,25 @@ async fn pass_through(
         raw: None,
         headers: HeaderMap::new(),
     })
+}
+
+/// A passed-through request the backend refused as the client's fault (HTTP 400, 404, 413,
+/// 422, …) keeps that status and the backend's message: it names what to change. The
+/// server's own credentials, rate limits and failures stay a 502.
+fn refused_upstream(e: redraft::core::ProviderError) -> ApiError {
+    match e {
+        redraft::core::ProviderError::Status { status, ref body, .. }
+            if (400..500).contains(&status) && status != 408 =>
+        {
+            let code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+            ApiError::new(
+                code,
+                "upstream_rejected",
+                format!("the model's server refused the request (HTTP {status}): {body}"),
+            )
+        }
+        other => other.into(),
+    }
 }
 
 impl Answer {

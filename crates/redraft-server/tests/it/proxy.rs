@@ -1,7 +1,7 @@
 //! The OpenAI-compatible proxy through the router: checked answers, pass-through, streaming,
 //! failures in OpenAI's error shape.
 
-use redraft_testkit::{call, reply, status, tool_calls};
+use redraft_testkit::{Reply, call, reply, status, tool_calls};
 use serde_json::{Value, json};
 
 use crate::{CITY_SCHEMA, assert_result_snapshot, harness, sse_events};
@@ -382,4 +382,35 @@ async fn a_forced_function_call_is_checked_against_its_parameters() {
         serde_json::from_str::<Value>(calls[0]["function"]["arguments"].as_str().unwrap()).unwrap(),
         json!({"city": "Lyon"})
     );
+}
+
+#[tokio::test]
+async fn a_passed_through_request_the_backend_refuses_keeps_its_status_and_reason() {
+    let refusal = Reply::new(400)
+        .set_body_json(json!({"error": {"message": "Unrecognized request argument supplied: frobnicate"}}));
+    let custom = json!([{"type": "custom", "custom": {"name": "grep"}}]);
+    let h = harness(vec![refusal, reply("done"), status(500)]).await;
+    let ask = json!([{"role": "user", "content": "Hi"}]);
+    let a = h
+        .call("POST", "/v1/chat/completions", Some(json!({"model": "fake/m", "messages": ask, "frobnicate": 1})))
+        .await;
+    assert_eq!(a.status, 400, "the client's request, refused: {}", a.text);
+    let message = a.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("HTTP 400") && message.contains("frobnicate"), "{message}");
+    assert_eq!(a.json["error"]["code"], "upstream_rejected");
+
+    // `required` with one tool that is not a function: passed through, not checked.
+    let a = h
+        .call(
+            "POST",
+            "/v1/chat/completions",
+            Some(json!({"model": "fake/m", "messages": ask, "tools": custom, "tool_choice": "required"})),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    assert_eq!(h.model.bodies().await[1]["tools"], custom);
+
+    // The backend failing is still the gateway's problem: 502.
+    let a = h.call("POST", "/v1/chat/completions", Some(json!({"model": "fake/m", "messages": ask}))).await;
+    assert_eq!(a.status, 502, "{}", a.text);
 }
