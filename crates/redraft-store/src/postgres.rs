@@ -26,6 +26,8 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres")
 const CONNECTIONS: u32 = 32;
 /// How long to wait for a connection before failing.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Leases renewed per statement.
+const RENEW_SLICE: usize = 128;
 /// Runs listed when the filter sets no limit.
 const DEFAULT_LIMIT: u32 = 50;
 
@@ -70,9 +72,40 @@ impl PostgresStore {
         self.pool.close().await;
     }
 
+    /// Why worker `worker_id` could not write to run `run_id`: it is not stored, or the worker
+    /// does not hold it (running, or when `finished` is allowed, finished by it).
+    async fn not_holding(
+        &self,
+        run_id: &str,
+        worker_id: &str,
+        finished: bool,
+        action: &(dyn Fn() -> String + Sync),
+    ) -> StoreError {
+        let row = sqlx::query_as::<_, (String, Option<String>)>("SELECT state, worker_id FROM runs WHERE id = $1")
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await;
+        match row {
+            Err(e) => failed(action(), e),
+            // Held after all: the holder changed between the write and this read.
+            Ok(row) => crate::rows::check_holder(run_id, row, worker_id, finished).err().unwrap_or_else(|| {
+                StoreError::LeaseLost { run_id: run_id.to_owned(), worker_id: worker_id.to_owned() }
+            }),
+        }
+    }
+
     async fn write(&self, action: impl Fn() -> String) -> Result<Transaction<'static, Postgres>, StoreError> {
         self.pool.begin().await.map_err(|e| failed(action(), e))
     }
+}
+
+/// A run's row and its attempts, read in one statement.
+#[derive(sqlx::FromRow)]
+struct RunWithAttempts {
+    #[sqlx(flatten)]
+    run: RunRow,
+    iterations: Vec<i64>,
+    records: Vec<String>,
 }
 
 /// `url` with the password replaced by `***`, for messages and logs.
@@ -87,38 +120,55 @@ fn redact(url: &str) -> String {
     }
 }
 
-/// Inserting an attempt sets its `recorded_at`; saving it again (a resumed run remakes an
-/// interrupted attempt) moves it to the new time.
-const SAVE_ATTEMPT: &str = "INSERT INTO attempts (run_id, iteration, status, score, has_artifact, record, recorded_at)
-     VALUES ($1, $2, $3, $4, $5, $6::json, redraft_now_ms())
+/// Save an attempt of run `$1` held running by worker `$7`, in one statement (one round trip;
+/// the run's row is locked only while it executes): the run's row is updated first, which
+/// locks it and checks the holder (writes to one run are serialized, the run row always locked
+/// before its attempts); the attempt is written only when that row was. Inserting an attempt
+/// sets its `recorded_at`; saving it again (a resumed run remakes an interrupted attempt) moves
+/// it to the new time. The summary columns count this attempt as the one being written (the
+/// statement's snapshot does not see its own insert). Returns the iteration; no row when the
+/// worker does not hold the run.
+const SAVE_ATTEMPT: &str = "WITH run AS (
+         UPDATE runs SET updated_at = redraft_now_ms(),
+             iterations = (SELECT COUNT(*) FROM attempts WHERE run_id = $1 AND iteration <> $2) + 1,
+             best_score = GREATEST(
+                 (SELECT MAX(score) FROM attempts WHERE run_id = $1 AND has_artifact AND iteration <> $2),
+                 CASE WHEN $5 THEN $4::DOUBLE PRECISION END),
+             model = COALESCE(model, $8)
+         WHERE id = $1 AND worker_id = $7 AND state = 'running'
+         RETURNING id)
+     INSERT INTO attempts (run_id, iteration, status, score, has_artifact, record, recorded_at)
+     SELECT id, $2, $3, $4, $5, $6::json, redraft_now_ms() FROM run
      ON CONFLICT (run_id, iteration) DO UPDATE SET
          status = excluded.status, score = excluded.score, has_artifact = excluded.has_artifact,
-         record = excluded.record, recorded_at = excluded.recorded_at";
+         record = excluded.record, recorded_at = excluded.recorded_at
+     RETURNING iteration";
 
-/// Writing a result's history keeps the time each attempt was first recorded.
-const KEEP_ATTEMPT: &str = "INSERT INTO attempts (run_id, iteration, status, score, has_artifact, record, recorded_at)
-     VALUES ($1, $2, $3, $4, $5, $6::json, redraft_now_ms())
-     ON CONFLICT (run_id, iteration) DO UPDATE SET
-         status = excluded.status, score = excluded.score, has_artifact = excluded.has_artifact,
-         record = excluded.record";
-
-async fn upsert_attempt(
-    tx: &mut Transaction<'static, Postgres>,
-    statement: &'static str,
-    run_id: &str,
-    attempt: &AttemptColumns,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(statement)
-        .bind(run_id)
-        .bind(attempt.iteration)
-        .bind(attempt.status)
-        .bind(attempt.score)
-        .bind(attempt.has_artifact)
-        .bind(&attempt.record)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
-}
+/// Finish run `$1` held by worker `$7` (running, or already finished by it), in one statement:
+/// the result on the run's row (which locks it and checks the holder), then its history: the
+/// attempts given (`$8`…`$12`, one array per column) written where they differ from what is
+/// stored, keeping the time each was first recorded, and any other attempt deleted. Returns the
+/// run's id; no row when the worker does not hold the run.
+const FINISH_RUN: &str = "WITH run AS (
+         UPDATE runs SET state = $2, halted_because = $3, iterations = $4, best_score = $5, result = $6::json,
+             updated_at = redraft_now_ms(), lease_until = NULL
+         WHERE id = $1 AND worker_id = $7 AND state IN ('running', 'succeeded', 'failed')
+         RETURNING id),
+     kept AS (
+         INSERT INTO attempts (run_id, iteration, status, score, has_artifact, record, recorded_at)
+         SELECT run.id, h.iteration, h.status, h.score, h.has_artifact, h.record::json, redraft_now_ms()
+         FROM run, UNNEST($8::BIGINT[], $9::TEXT[], $10::DOUBLE PRECISION[], $11::BOOLEAN[], $12::TEXT[])
+             AS h (iteration, status, score, has_artifact, record)
+         ON CONFLICT (run_id, iteration) DO UPDATE SET
+             status = excluded.status, score = excluded.score, has_artifact = excluded.has_artifact,
+             record = excluded.record
+         WHERE attempts.record::text IS DISTINCT FROM excluded.record::text
+             OR attempts.status IS DISTINCT FROM excluded.status
+             OR attempts.score IS DISTINCT FROM excluded.score
+             OR attempts.has_artifact IS DISTINCT FROM excluded.has_artifact),
+     dropped AS (
+         DELETE FROM attempts WHERE run_id IN (SELECT id FROM run) AND iteration <> ALL($8::BIGINT[]))
+     SELECT id FROM run";
 
 /// Claim the oldest runs (at most `$3`) whose worker stopped renewing its lease (never the
 /// claimer's own: it is alive, so it is still running it).
@@ -136,25 +186,6 @@ const CLAIM_QUEUED: &str = "UPDATE runs SET state = 'running', worker_id = $1, l
      WHERE id IN (SELECT id FROM runs WHERE state = 'queued' AND NOT local ORDER BY created_at, seq
                   LIMIT $3 FOR UPDATE SKIP LOCKED)
      RETURNING id";
-
-/// Lock the run's row and fail unless `worker_id` holds it running, or (when `finished` is
-/// allowed) finished it (writes to one run are serialized; the run row is always locked
-/// before its attempts).
-async fn check_holder(
-    tx: &mut Transaction<'static, Postgres>,
-    run_id: &str,
-    worker_id: &str,
-    finished: bool,
-    action: &(dyn Fn() -> String + Sync),
-) -> Result<(), StoreError> {
-    let row =
-        sqlx::query_as::<_, (String, Option<String>)>("SELECT state, worker_id FROM runs WHERE id = $1 FOR UPDATE")
-            .bind(run_id)
-            .fetch_optional(&mut **tx)
-            .await
-            .map_err(|e| failed(action(), e))?;
-    crate::rows::check_holder(run_id, row, worker_id, finished)
-}
 
 /// Make `run_id` running under `lease`.
 async fn take(tx: &mut Transaction<'static, Postgres>, run_id: &str, lease: &Lease<'_>) -> Result<(), sqlx::Error> {
@@ -267,20 +298,23 @@ impl Store for PostgresStore {
 
     async fn renew(&self, lease: &Lease<'_>, run_ids: &[String]) -> Result<Renewal, StoreError> {
         let worker_id = lease.worker_id;
-        if run_ids.is_empty() {
-            return Ok(Renewal::default());
+        let mut rows = Vec::with_capacity(run_ids.len());
+        // In slices, each its own statement: an update holds the locks of the rows it renewed
+        // until it commits, and a run's writes wait for them meanwhile.
+        for ids in run_ids.chunks(RENEW_SLICE) {
+            let renewed = sqlx::query_as::<_, (String, bool)>(
+                "UPDATE runs SET lease_until = redraft_now_ms() + $2
+                 WHERE worker_id = $1 AND state = 'running' AND id = ANY($3)
+                 RETURNING id, cancel_requested",
+            )
+            .bind(worker_id)
+            .bind(lease_ms(lease.ttl))
+            .bind(ids)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| failed(format!("renew the leases of worker `{worker_id}`"), e))?;
+            rows.extend(renewed);
         }
-        let rows = sqlx::query_as::<_, (String, bool)>(
-            "UPDATE runs SET lease_until = redraft_now_ms() + $2
-             WHERE worker_id = $1 AND state = 'running' AND id = ANY($3)
-             RETURNING id, cancel_requested",
-        )
-        .bind(worker_id)
-        .bind(lease_ms(lease.ttl))
-        .bind(run_ids)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| failed(format!("renew the leases of worker `{worker_id}`"), e))?;
         Ok(renewal(rows))
     }
 
@@ -327,83 +361,68 @@ impl Store for PostgresStore {
     async fn save_attempt(&self, run_id: &str, worker_id: &str, attempt: &AttemptRecord) -> Result<(), StoreError> {
         let action = || format!("save attempt {} of run `{run_id}`", attempt.iteration);
         let columns = AttemptColumns::new(run_id, attempt)?;
-        let mut tx = self.write(action).await?;
-        check_holder(&mut tx, run_id, worker_id, false, &action).await?;
-        upsert_attempt(&mut tx, SAVE_ATTEMPT, run_id, &columns).await.map_err(|e| failed(action(), e))?;
-        sqlx::query(
-            "UPDATE runs SET updated_at = redraft_now_ms(),
-                 iterations = (SELECT COUNT(*) FROM attempts WHERE run_id = $1),
-                 best_score = (SELECT MAX(score) FROM attempts WHERE run_id = $1 AND has_artifact),
-                 model = COALESCE(model, $2)
-             WHERE id = $1",
-        )
-        .bind(run_id)
-        .bind(&columns.model)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| failed(action(), e))?;
-        tx.commit().await.map_err(|e| failed(action(), e))
+        let saved = sqlx::query_scalar::<_, i64>(SAVE_ATTEMPT)
+            .bind(run_id)
+            .bind(columns.iteration)
+            .bind(columns.status)
+            .bind(columns.score)
+            .bind(columns.has_artifact)
+            .bind(&columns.record)
+            .bind(worker_id)
+            .bind(&columns.model)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| failed(action(), e))?;
+        match saved {
+            Some(_) => Ok(()),
+            None => Err(self.not_holding(run_id, worker_id, false, &action).await),
+        }
     }
 
     async fn finish_run(&self, result: &RunResult, worker_id: &str) -> Result<(), StoreError> {
         let run_id = result.run_id.as_str();
         let action = || format!("finish run `{run_id}`");
         let columns = ResultColumns::new(result)?;
-        let mut tx = self.write(action).await?;
-        check_holder(&mut tx, run_id, worker_id, true, &action).await?;
-        sqlx::query(
-            "UPDATE runs SET state = $2, halted_because = $3, iterations = $4, best_score = $5, result = $6::json,
-                 updated_at = redraft_now_ms(), lease_until = NULL
-             WHERE id = $1",
-        )
-        .bind(run_id)
-        .bind(columns.state)
-        .bind(columns.halted_because)
-        .bind(columns.iterations)
-        .bind(columns.best_score)
-        .bind(&columns.result)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| failed(action(), e))?;
-        for attempt in &columns.history {
-            upsert_attempt(&mut tx, KEEP_ATTEMPT, run_id, attempt).await.map_err(|e| failed(action(), e))?;
-        }
-        sqlx::query("DELETE FROM attempts WHERE run_id = $1 AND iteration <> ALL($2)")
+        let history = &columns.history;
+        let finished = sqlx::query_scalar::<_, String>(FINISH_RUN)
             .bind(run_id)
-            .bind(columns.iterations_in_history())
-            .execute(&mut *tx)
+            .bind(columns.state)
+            .bind(columns.halted_because)
+            .bind(columns.iterations)
+            .bind(columns.best_score)
+            .bind(&columns.result)
+            .bind(worker_id)
+            .bind(history.iter().map(|a| a.iteration).collect::<Vec<_>>())
+            .bind(history.iter().map(|a| a.status).collect::<Vec<_>>())
+            .bind(history.iter().map(|a| a.score).collect::<Vec<_>>())
+            .bind(history.iter().map(|a| a.has_artifact).collect::<Vec<_>>())
+            .bind(history.iter().map(|a| a.record.as_str()).collect::<Vec<_>>())
+            .fetch_optional(&self.pool)
             .await
             .map_err(|e| failed(action(), e))?;
-        tx.commit().await.map_err(|e| failed(action(), e))
+        match finished {
+            Some(_) => Ok(()),
+            None => Err(self.not_holding(run_id, worker_id, true, &action).await),
+        }
     }
 
     async fn run(&self, run_id: &str) -> Result<Option<StoredRun>, StoreError> {
-        let action = || format!("read run `{run_id}`");
-        // One snapshot for the run and its attempts.
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .await
-            .map_err(|e| failed(action(), e))?;
-        let row = sqlx::query_as::<_, RunRow>(
+        // One statement, so one snapshot for the run and its attempts.
+        let row = sqlx::query_as::<_, RunWithAttempts>(
             "SELECT id, state, spec::text AS spec, created_at, updated_at, result::text AS result, worker_id,
-                 lease_until
+                 lease_until,
+                 ARRAY(SELECT iteration FROM attempts WHERE run_id = $1 ORDER BY iteration) AS iterations,
+                 ARRAY(SELECT record::text FROM attempts WHERE run_id = $1 ORDER BY iteration) AS records
              FROM runs WHERE id = $1",
         )
         .bind(run_id)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&self.pool)
         .await
-        .map_err(|e| failed(action(), e))?;
-        let Some(row) = row else { return Ok(None) };
-        let attempts = sqlx::query_as::<_, AttemptRow>(
-            "SELECT iteration, record::text AS record FROM attempts WHERE run_id = $1 ORDER BY iteration",
-        )
-        .bind(run_id)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(|e| failed(action(), e))?;
-        tx.commit().await.map_err(|e| failed(action(), e))?;
-        row.into_stored(attempts).map(Some)
+        .map_err(|e| failed(format!("read run `{run_id}`"), e))?;
+        let Some(RunWithAttempts { run, iterations, records }) = row else { return Ok(None) };
+        let attempts =
+            iterations.into_iter().zip(records).map(|(iteration, record)| AttemptRow { iteration, record }).collect();
+        run.into_stored(attempts).map(Some)
     }
 
     async fn list(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
