@@ -135,12 +135,15 @@ pub enum Claim {
     Finished(RunState),
 }
 
-/// A run [`Store::claim_next`] handed to a worker.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A run [`Store::claim_many`] handed to a worker.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Claimed {
     pub run_id: String,
     /// It was `running` under an expired lease: a crashed worker's run, resumed.
     pub takeover: bool,
+    /// The run as claimed (spec and attempts), when the store read it in the claim's
+    /// statement; `None`: read it with [`Store::run`].
+    pub run: Option<Box<StoredRun>>,
 }
 
 /// What renewing a worker's leases found.
@@ -218,6 +221,21 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// The state of each of `run_ids` that is stored, in one read (for a process waiting on
     /// many runs at once).
     async fn states(&self, run_ids: &[String]) -> Result<Vec<(String, RunState)>, StoreError>;
+
+    /// The result of each of `run_ids` that has halted, with its history. A store that can
+    /// reads them all at once; this default reads them one by one.
+    async fn results(&self, run_ids: &[String]) -> Result<Vec<(String, RunResult)>, StoreError> {
+        let mut results = Vec::with_capacity(run_ids.len());
+        for run_id in run_ids {
+            if let Some(stored) = self.run(run_id).await?
+                && stored.state.is_finished()
+                && let Some(result) = stored.result
+            {
+                results.push((stored.run_id, result));
+            }
+        }
+        Ok(results)
+    }
 }
 
 /// The store failed.

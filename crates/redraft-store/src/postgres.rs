@@ -99,13 +99,39 @@ impl PostgresStore {
     }
 }
 
-/// A run's row and its attempts, read in one statement.
+/// Read runs (add the `WHERE`) with their attempts, as [`RunWithAttempts`], in one statement
+/// (so one snapshot).
+macro_rules! run_with_attempts {
+    () => {
+        concat!("SELECT ", run_with_attempts_columns!(), " FROM runs")
+    };
+}
+
+/// The columns of [`RunWithAttempts`], for a `SELECT` or a `RETURNING`.
+macro_rules! run_with_attempts_columns {
+    () => {
+        "id, state, spec::text AS spec, created_at, updated_at, result::text AS result, worker_id, lease_until,
+         ARRAY(SELECT iteration FROM attempts WHERE run_id = runs.id ORDER BY iteration) AS iterations,
+         ARRAY(SELECT record::text FROM attempts WHERE run_id = runs.id ORDER BY iteration) AS records"
+    };
+}
+
+/// A run's row and its attempts.
 #[derive(sqlx::FromRow)]
 struct RunWithAttempts {
     #[sqlx(flatten)]
     run: RunRow,
     iterations: Vec<i64>,
     records: Vec<String>,
+}
+
+impl RunWithAttempts {
+    fn into_stored(self) -> Result<StoredRun, StoreError> {
+        let Self { run, iterations, records } = self;
+        let attempts =
+            iterations.into_iter().zip(records).map(|(iteration, record)| AttemptRow { iteration, record }).collect();
+        run.into_stored(attempts)
+    }
 }
 
 /// `url` with the password replaced by `***`, for messages and logs.
@@ -171,21 +197,27 @@ const FINISH_RUN: &str = "WITH run AS (
      SELECT id FROM run";
 
 /// Claim the oldest runs (at most `$3`) whose worker stopped renewing its lease (never the
-/// claimer's own: it is alive, so it is still running it).
-const CLAIM_EXPIRED: &str = "UPDATE runs SET state = 'running', worker_id = $1, lease_until = redraft_now_ms() + $2,
+/// claimer's own: it is alive, so it is still running it), and read them with their attempts.
+const CLAIM_EXPIRED: &str = concat!(
+    "UPDATE runs SET state = 'running', worker_id = $1, lease_until = redraft_now_ms() + $2,
          updated_at = redraft_now_ms()
      WHERE id IN (SELECT id FROM runs
                   WHERE state = 'running' AND (lease_until IS NULL OR lease_until < redraft_now_ms()) AND NOT local
                       AND worker_id IS DISTINCT FROM $1
                   ORDER BY created_at, seq LIMIT $3 FOR UPDATE SKIP LOCKED)
-     RETURNING id";
+     RETURNING ",
+    run_with_attempts_columns!()
+);
 
-/// Claim the oldest queued runs (at most `$3`).
-const CLAIM_QUEUED: &str = "UPDATE runs SET state = 'running', worker_id = $1, lease_until = redraft_now_ms() + $2,
+/// Claim the oldest queued runs (at most `$3`), and read them.
+const CLAIM_QUEUED: &str = concat!(
+    "UPDATE runs SET state = 'running', worker_id = $1, lease_until = redraft_now_ms() + $2,
          updated_at = redraft_now_ms()
      WHERE id IN (SELECT id FROM runs WHERE state = 'queued' AND NOT local ORDER BY created_at, seq
                   LIMIT $3 FOR UPDATE SKIP LOCKED)
-     RETURNING id";
+     RETURNING ",
+    run_with_attempts_columns!()
+);
 
 /// Make `run_id` running under `lease`.
 async fn take(tx: &mut Transaction<'static, Postgres>, run_id: &str, lease: &Lease<'_>) -> Result<(), sqlx::Error> {
@@ -260,15 +292,20 @@ impl Store for PostgresStore {
             if left <= 0 {
                 break;
             }
-            let ids = sqlx::query_scalar::<_, String>(statement)
+            let rows = sqlx::query_as::<_, RunWithAttempts>(statement)
                 .bind(worker_id)
                 .bind(lease_ms(lease.ttl))
                 .bind(left)
                 .fetch_all(&self.pool)
                 .await
                 .map_err(|e| failed(action(), e))?;
-            left -= i64::try_from(ids.len()).unwrap_or(0);
-            claimed.extend(ids.into_iter().map(|run_id| Claimed { run_id, takeover }));
+            left -= i64::try_from(rows.len()).unwrap_or(0);
+            for row in rows {
+                let run_id = row.run.id.clone();
+                // A run that cannot be read here is still claimed: reading it again reports why.
+                let run = row.into_stored().ok().map(Box::new);
+                claimed.push(Claimed { run_id, takeover, run });
+            }
         }
         Ok(claimed)
     }
@@ -408,21 +445,34 @@ impl Store for PostgresStore {
 
     async fn run(&self, run_id: &str) -> Result<Option<StoredRun>, StoreError> {
         // One statement, so one snapshot for the run and its attempts.
-        let row = sqlx::query_as::<_, RunWithAttempts>(
-            "SELECT id, state, spec::text AS spec, created_at, updated_at, result::text AS result, worker_id,
-                 lease_until,
-                 ARRAY(SELECT iteration FROM attempts WHERE run_id = $1 ORDER BY iteration) AS iterations,
-                 ARRAY(SELECT record::text FROM attempts WHERE run_id = $1 ORDER BY iteration) AS records
-             FROM runs WHERE id = $1",
-        )
-        .bind(run_id)
-        .fetch_optional(&self.pool)
+        let row = sqlx::query_as::<_, RunWithAttempts>(concat!(run_with_attempts!(), " WHERE id = $1"))
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| failed(format!("read run `{run_id}`"), e))?;
+        row.map(RunWithAttempts::into_stored).transpose()
+    }
+
+    async fn results(&self, run_ids: &[String]) -> Result<Vec<(String, RunResult)>, StoreError> {
+        if run_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query_as::<_, RunWithAttempts>(concat!(
+            run_with_attempts!(),
+            " WHERE id = ANY($1) AND state IN ('succeeded', 'failed')"
+        ))
+        .bind(run_ids)
+        .fetch_all(&self.pool)
         .await
-        .map_err(|e| failed(format!("read run `{run_id}`"), e))?;
-        let Some(RunWithAttempts { run, iterations, records }) = row else { return Ok(None) };
-        let attempts =
-            iterations.into_iter().zip(records).map(|(iteration, record)| AttemptRow { iteration, record }).collect();
-        run.into_stored(attempts).map(Some)
+        .map_err(|e| failed("read the results of runs", e))?;
+        let mut results = Vec::with_capacity(rows.len());
+        for row in rows {
+            let stored = row.into_stored()?;
+            if let Some(result) = stored.result {
+                results.push((stored.run_id, result));
+            }
+        }
+        Ok(results)
     }
 
     async fn list(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {

@@ -231,8 +231,8 @@ impl Store for SqliteStore {
         };
         let claimed: Vec<Claimed> = expired
             .into_iter()
-            .map(|run_id| Claimed { run_id, takeover: true })
-            .chain(queued.into_iter().map(|run_id| Claimed { run_id, takeover: false }))
+            .map(|run_id| Claimed { run_id, takeover: true, run: None })
+            .chain(queued.into_iter().map(|run_id| Claimed { run_id, takeover: false, run: None }))
             .collect();
         for c in &claimed {
             take(&mut tx, &c.run_id, lease, now).await.map_err(|e| failed(action(), e))?;

@@ -107,6 +107,7 @@ macro_rules! contract {
 contract!(
     lifecycle_is_written_as_it_happens,
     failed_run_keeps_its_whole_history,
+    results_of_many_runs_in_one_read,
     json_reads_back_verbatim,
     list_orders_filters_and_limits,
     unfinished_runs_oldest_first,
@@ -338,6 +339,34 @@ async fn failed_run_keeps_its_whole_history(store: Arc<dyn Store>) {
     assert_eq!(store.run("run-f").await.unwrap().unwrap().result, Some(again.clone()));
     assert!(matches!(store.finish_run(&again, "w9").await, Err(StoreError::LeaseLost { .. })));
     assert!(matches!(store.save_attempt("run-f", W, &history[0]).await, Err(StoreError::LeaseLost { .. })));
+}
+
+/// The results of many runs read at once are those of the runs that halted, each as a read of
+/// that run gives it (history included); runs still queued or running, and unknown ones, are
+/// left out.
+async fn results_of_many_runs_in_one_read(store: Arc<dyn Store>) {
+    for id in ["ok", "bad", "busy"] {
+        store.insert_run(&held(id, &SPEC)).await.unwrap();
+    }
+    store.insert_run(&queued("waiting", &SPEC)).await.unwrap();
+    let history = vec![attempt(1, 0.4, Some(json!({"a": 1}))), attempt(2, 1.0, Some(json!({"a": 2})))];
+    for a in &history {
+        store.save_attempt("ok", W, a).await.unwrap();
+    }
+    store.save_attempt("busy", W, &history[0]).await.unwrap();
+    store.finish_run(&result("ok", RunStatus::Succeeded, history.clone()), W).await.unwrap();
+    store.finish_run(&result("bad", RunStatus::Failed, vec![attempt(1, 0.0, None)]), W).await.unwrap();
+
+    let asked: Vec<String> = ["busy", "ok", "nobody", "waiting", "bad"].map(str::to_owned).into();
+    let mut results = store.results(&asked).await.unwrap();
+    results.sort_by(|a, b| a.0.cmp(&b.0));
+    let ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["bad", "ok"]);
+    for (id, result) in &results {
+        assert_eq!(Some(result), store.run(id).await.unwrap().unwrap().result.as_ref());
+    }
+    assert_eq!(results[1].1.history, history);
+    assert!(store.results(&[]).await.unwrap().is_empty());
 }
 
 /// JSON comes back as it was written: key order (an artifact is shown as the model wrote it),

@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use redraft_core::{Ceilings, Claim, Lease, NewRun, RunObserver, RunResult, RunState, Store, StoreError, Task};
+use redraft_core::{
+    Ceilings, Claim, Lease, NewRun, RunObserver, RunResult, RunState, Store, StoreError, StoredRun, Task,
+};
 use redraft_eval::kind::Kinds;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::task::JoinHandle;
@@ -436,7 +438,11 @@ impl Executor {
             let new =
                 NewRun { run_id, spec: &value, holder: Some(self.worker.lease()), max_queued: None, local: false };
             self.store().insert_run(&new).await.map_err(ConfigError::from)?;
-            return Ok(Accepted::Started(self.execute(run_id.to_owned(), Some((runner, task)), Some(slot))));
+            return Ok(Accepted::Started(self.execute(
+                run_id.to_owned(),
+                RunSource::Built(runner, Box::new(task)),
+                Some(slot),
+            )));
         }
         let new = NewRun { run_id, spec: &value, holder: None, max_queued: self.bound_to_check().await, local: false };
         match self.store().insert_run(&new).await {
@@ -483,12 +489,11 @@ impl Executor {
     }
 
     /// Execute a run this worker holds, in a slot (`None`: without one — a run cancelled before
-    /// it started needs no model). `built`: the runner and task when this process just accepted
-    /// it (else they are set up from the stored spec, with the attempts to resume from).
+    /// it started needs no model), from what this process has of it.
     fn execute(
         self: &Arc<Self>,
         run_id: String,
-        built: Option<(Runner, Task)>,
+        from: RunSource,
         slot: Option<OwnedSemaphorePermit>,
     ) -> JoinHandle<Result<RunResult, ConfigError>> {
         let (observers, cancel) = self.hooks.started(&run_id);
@@ -497,9 +502,9 @@ impl Executor {
         let task = async move {
             let how = Start { run_id: Some(run_id.clone()), observers, cancel };
             let setup = this.setup();
-            let mut outcome = match built {
-                Some((runner, task)) => recorder::run_built(runner, task, &this.worker, how).await,
-                None => recorder::run_claimed(&run_id, &setup, &this.worker, how).await,
+            let mut outcome = match from {
+                RunSource::Built(runner, task) => recorder::run_built(runner, *task, &this.worker, how).await,
+                RunSource::Claimed(stored) => recorder::run_claimed(&run_id, stored, &setup, &this.worker, how).await,
             };
             if hold.abandoned() {
                 // Its result here is not the run's: another worker resumes it, and whoever
@@ -531,7 +536,7 @@ impl Executor {
         cancel.cancel();
         let hold = self.worker.hold(run_id, cancel.clone());
         let how = Start { run_id: Some(run_id.to_owned()), observers, cancel };
-        let outcome = recorder::run_claimed(run_id, &self.setup(), &self.worker, how).await;
+        let outcome = recorder::run_claimed(run_id, None, &self.setup(), &self.worker, how).await;
         drop(hold);
         self.hooks.ended(run_id, &outcome);
         self.tell_waiters(run_id, &outcome);
@@ -566,7 +571,7 @@ impl Executor {
                     for claimed in claimed {
                         let Some(slot) = slots.split(1) else { break };
                         self.hooks.claimed(&claimed.run_id, claimed.takeover);
-                        drop(self.execute(claimed.run_id, None, Some(slot)));
+                        drop(self.execute(claimed.run_id, RunSource::Claimed(claimed.run), Some(slot)));
                     }
                     drop(slots);
                     if all {
@@ -679,12 +684,25 @@ impl Executor {
             for id in ids.iter().filter(|id| !found.contains(id)) {
                 self.answer(id, Err(StoreError::NotFound { run_id: id.clone() }.into()));
             }
+            let halted: Vec<String> =
+                states.iter().filter(|(_, state)| state.is_finished()).map(|(id, _)| id.clone()).collect();
+            match self.store().results(&halted).await {
+                Ok(results) => {
+                    let mut unanswered: std::collections::HashSet<&String> = halted.iter().collect();
+                    for (run_id, result) in results {
+                        unanswered.remove(&run_id);
+                        self.answer(&run_id, Ok(Some(result)));
+                    }
+                    // Halted without a result to read (deleted meanwhile).
+                    for run_id in unanswered {
+                        self.answer(run_id, Ok(None));
+                    }
+                }
+                Err(e) => tracing::warn!("cannot read the results of awaited runs: {e}"),
+            }
             for (run_id, state) in &states {
                 match state {
-                    RunState::Succeeded | RunState::Failed => {
-                        let outcome = self.store().run(run_id).await.map(|stored| stored.and_then(|s| s.result));
-                        self.answer(run_id, outcome.map_err(ConfigError::from));
-                    }
+                    RunState::Succeeded | RunState::Failed => {}
                     RunState::Queued => {
                         let due = self.waiters().get(run_id).is_some_and(|w| Instant::now() >= w.deadline);
                         if due && matches!(self.store().withdraw(run_id).await, Ok(true)) {
@@ -712,6 +730,15 @@ impl Executor {
             let _ = waiter.send(copy);
         }
     }
+}
+
+/// What a process has of a run it is about to execute.
+enum RunSource {
+    /// The runner and task: this process just accepted it.
+    Built(Runner, Box<Task>),
+    /// Claimed from the queue: set up from its stored spec, with the attempts to resume from
+    /// (as read with the claim, or `None`: read them).
+    Claimed(Option<Box<StoredRun>>),
 }
 
 /// Requests waiting for one run.

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use redraft_core::{AttemptRecord, Claim, NewRun, RunObserver, RunResult, Store, StoreError, Task};
+use redraft_core::{AttemptRecord, Claim, NewRun, RunObserver, RunResult, Store, StoreError, StoredRun, Task};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ConfigError;
@@ -131,15 +131,19 @@ pub async fn run_built(runner: Runner, task: Task, worker: &Arc<Worker>, how: St
 
 /// Continue run `how.run_id`, which `worker` has just claimed, from its last recorded attempt:
 /// the same spec (task, policy, evaluators), the feedback history rebuilt from the recorded
-/// attempts. A run that had already halted returns its stored result.
+/// attempts. A run that had already halted returns its stored result. `claimed`: the run as
+/// read with the claim (else it is read here).
 pub async fn run_claimed(
     run_id: &str,
+    claimed: Option<Box<StoredRun>>,
     setup: &SpecSetup<'_>,
     worker: &Arc<Worker>,
     how: Start,
 ) -> Result<RunResult, ConfigError> {
-    let store = worker.store();
-    let stored = store.run(run_id).await?.ok_or_else(|| StoreError::NotFound { run_id: run_id.to_owned() })?;
+    let stored = match claimed {
+        Some(stored) => *stored,
+        None => worker.store().run(run_id).await?.ok_or_else(|| StoreError::NotFound { run_id: run_id.to_owned() })?,
+    };
     if let Some(result) = stored.result.filter(|_| stored.state.is_finished()) {
         return Ok(result);
     }
@@ -197,7 +201,7 @@ pub async fn resume(
         Claim::Finished(_) | Claim::Claimed { .. } => {}
     }
     let _hold = worker.hold(run_id, how.cancel.clone());
-    run_claimed(run_id, setup, worker, Start { run_id: Some(run_id.to_owned()), ..how }).await
+    run_claimed(run_id, None, setup, worker, Start { run_id: Some(run_id.to_owned()), ..how }).await
 }
 
 /// The spec's runner builder (with `observers` and the recorder) and task.
