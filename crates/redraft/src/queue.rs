@@ -440,7 +440,7 @@ impl Executor {
             self.store().insert_run(&new).await.map_err(ConfigError::from)?;
             return Ok(Accepted::Started(self.execute(
                 run_id.to_owned(),
-                RunSource::Built(runner, Box::new(task)),
+                RunSource::Built(Box::new((runner, task))),
                 Some(slot),
             )));
         }
@@ -503,7 +503,10 @@ impl Executor {
             let how = Start { run_id: Some(run_id.clone()), observers, cancel };
             let setup = this.setup();
             let mut outcome = match from {
-                RunSource::Built(runner, task) => recorder::run_built(runner, *task, &this.worker, how).await,
+                RunSource::Built(built) => {
+                    let (runner, task) = *built;
+                    recorder::run_built(runner, task, &this.worker, how).await
+                }
                 RunSource::Claimed(stored) => recorder::run_claimed(&run_id, stored, &setup, &this.worker, how).await,
             };
             if hold.abandoned() {
@@ -735,7 +738,7 @@ impl Executor {
 /// What a process has of a run it is about to execute.
 enum RunSource {
     /// The runner and task: this process just accepted it.
-    Built(Runner, Box<Task>),
+    Built(Box<(Runner, Task)>),
     /// Claimed from the queue: set up from its stored spec, with the attempts to resume from
     /// (as read with the claim, or `None`: read them).
     Claimed(Option<Box<StoredRun>>),
