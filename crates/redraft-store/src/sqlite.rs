@@ -29,6 +29,9 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connections for reads (file databases).
 const READERS: u32 = 4;
+/// A file database's connections close after this long unused (opened again when needed):
+/// each holds a page cache of up to 2 MiB, which an idle server gives back.
+const CLOSE_IDLE_AFTER: Duration = Duration::from_secs(30);
 /// Runs listed when the filter sets no limit.
 const DEFAULT_LIMIT: u32 = 50;
 
@@ -104,12 +107,14 @@ impl SqliteStore {
                 }
                 let writer = SqlitePoolOptions::new()
                     .max_connections(1)
+                    .idle_timeout(CLOSE_IDLE_AFTER)
                     .connect_with(options.clone())
                     .await
                     .map_err(|e| open_error(e.to_string()))?;
                 migrate(&writer, location).await?;
                 let reader = SqlitePoolOptions::new()
                     .max_connections(READERS)
+                    .idle_timeout(CLOSE_IDLE_AFTER)
                     .connect_with(options)
                     .await
                     .map_err(|e| open_error(e.to_string()))?;

@@ -621,6 +621,11 @@ async fn expired_leases_are_taken_over(store: Arc<dyn Store>) {
     };
     assert_eq!((taken.run_id.as_str(), taken.takeover), ("short", true));
     let stored = store.run("short").await.unwrap().unwrap();
+    // A store that reads the claimed run with the claim reads it as it now is: held by the
+    // claimer, its recorded attempt there to resume from.
+    if let Some(read) = &taken.run {
+        assert_eq!(**read, stored);
+    }
     assert_eq!((stored.state, stored.attempts.len()), (RunState::Running, 1), "the recorded attempt is kept");
     assert_eq!(stored.holder.unwrap().worker_id, "w4");
 
