@@ -82,6 +82,8 @@ pub fn router(state: AppState) -> Router {
     let doc = Arc::new(openapi::document(doc));
     let limit = state.config().server.max_body_bytes;
     api.route("/openapi.json", get(move || async move { Json(doc.as_ref().clone()) }))
+        // A model's id may contain `/`: the rest of the path is the id.
+        .route("/v1/models/{*id}", get(proxy::model))
         .fallback(|| async {
             ApiError::not_found("not_found", "no such endpoint; `GET /openapi.json` lists them").into_response()
         })

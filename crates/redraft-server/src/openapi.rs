@@ -30,6 +30,8 @@ pub struct ErrorDetail {
 /// The document's frame: info and tags.
 #[derive(Debug, utoipa::OpenApi)]
 #[openapi(
+    // Routed by hand (its id may contain `/`, which a path parameter cannot hold): listed here.
+    paths(crate::proxy::model),
     info(
         title = "redraft",
         description = "Bounded generate → check → feed back → retry loops around language models. Every run is recorded; every endpoint returns results in one shape (run_id, status, artifact, validation, history, metrics, escalation). Send `Authorization: Bearer TOKEN` when the server has tokens."

@@ -15,8 +15,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
@@ -708,6 +708,37 @@ fn pieces(text: &str) -> Vec<String> {
     responses((status = 200, description = "OpenAI's model list: the configured default, fallback, judge and priced models", body = Object))
 )]
 pub async fn models(State(state): State<AppState>) -> Json<Value> {
+    let data: Vec<Value> = model_ids(&state).iter().map(|id| model_object(id)).collect();
+    Json(json!({"object": "list", "data": data}))
+}
+
+/// One model of the list, by id (`provider/model`; a bare name is the default provider's).
+#[utoipa::path(
+    get,
+    path = "/v1/models/{id}",
+    tag = "openai",
+    params(("id" = String, Path, description = "The model's id as `GET /v1/models` lists it, `/` included (`openai/gpt-4o-mini`)")),
+    responses(
+        (status = 200, description = "OpenAI's model object", body = Object),
+        (status = 404, description = "The server does not list this model", body = Object)
+    )
+)]
+pub async fn model(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    let config = state.config();
+    let ids = model_ids(&state);
+    let wanted = config.model_name(Some(&id)).unwrap_or_else(|_| id.clone());
+    match ids.iter().find(|listed| **listed == id || **listed == wanted) {
+        Some(listed) => Ok(Json(model_object(listed))),
+        None => Err(ApiError::not_found(
+            "model_not_found",
+            format!("the model `{id}` is not one this server lists; `GET /v1/models` lists them"),
+        )
+        .openai()),
+    }
+}
+
+/// The configured default, fallback, judge and priced models, each once, as `provider/model`.
+fn model_ids(state: &AppState) -> Vec<String> {
     let config = state.config();
     let mut names: Vec<String> = Vec::new();
     let candidates = config
@@ -723,14 +754,13 @@ pub async fn models(State(state): State<AppState>) -> Json<Value> {
             names.push(full);
         }
     }
-    let data: Vec<Value> = names
-        .iter()
-        .map(|n| {
-            let owner = n.split_once('/').map_or("redraft", |(p, _)| p);
-            json!({"id": n, "object": "model", "created": 0, "owned_by": owner})
-        })
-        .collect();
-    Json(json!({"object": "list", "data": data}))
+    names
+}
+
+/// OpenAI's model object for `id`.
+fn model_object(id: &str) -> Value {
+    let owner = id.split_once('/').map_or("redraft", |(p, _)| p);
+    json!({"id": id, "object": "model", "created": 0, "owned_by": owner})
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ async fn the_document_lists_every_endpoint() {
     GET    /v1/kinds 200
     GET    /v1/kinds/{name} 200,404
     GET    /v1/models 200
+    GET    /v1/models/{id} 200,404
     GET    /v1/runs 200,400
     GET    /v1/runs/{id} 200,404
     GET    /v1/runs/{id}/events 200,404

@@ -263,6 +263,31 @@ async fn models_lists_the_configured_models() {
     assert_eq!(a.json["object"], "list");
 }
 
+/// `GET /v1/models/{id}` answers the model object for every listed id, `/` included (the
+/// official clients send the id as it is), and for a bare name of the default provider; an
+/// unknown one is 404 in OpenAI's error shape.
+#[tokio::test]
+async fn one_model_is_found_by_its_id_slash_and_all() {
+    let h = crate::harness_with(vec![], vec![], |c| {
+        c.models
+            .insert("openai/gpt-4o-mini".into(), redraft::Price { input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.6 });
+    })
+    .await;
+    for (asked, id) in [("fake/m", "fake/m"), ("openai/gpt-4o-mini", "openai/gpt-4o-mini"), ("m", "fake/m")] {
+        let a = h.call("GET", &format!("/v1/models/{asked}"), None).await;
+        assert_eq!(a.status, 200, "{asked}: {}", a.text);
+        assert_eq!((a.json["id"].as_str(), a.json["object"].as_str()), (Some(id), Some("model")), "{asked}");
+        assert_eq!(a.json["owned_by"], id.split_once('/').unwrap().0);
+    }
+    for unknown in ["fake/other", "nobody/m", "fake/m/extra"] {
+        let a = h.call("GET", &format!("/v1/models/{unknown}"), None).await;
+        assert_eq!(a.status, 404, "{unknown}: {}", a.text);
+        assert_eq!(a.json["error"]["code"], "model_not_found", "{unknown}");
+        assert_eq!(a.json["error"]["type"], "not_found_error", "{unknown}: OpenAI's shape");
+        assert!(a.json["error"]["message"].as_str().unwrap().contains("GET /v1/models"), "{}", a.text);
+    }
+}
+
 fn weather_tool() -> Value {
     json!([{"type": "function", "function": {"name": "weather", "description": "The weather in a city.",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}}}])

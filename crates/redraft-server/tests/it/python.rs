@@ -72,6 +72,7 @@ async fn the_official_openai_client_gets_schema_valid_json() {
         "failed: ok max_iterations attempts=3",
         r#"tool forced: ok {"city":"Toledo","state":"OH"} attempts=2"#,
         "tools passed through: ok 2 calls",
+        "models: ok ['fake/m']",
         "auth: ok",
     ] {
         assert!(stdout.lines().any(|l| l == expected), "missing `{expected}` in:\n{stdout}");

@@ -97,6 +97,18 @@ assert [json.loads(c.function.arguments)["city"] for c in calls] == ["Toledo", "
 assert completion.choices[0].finish_reason == "tool_calls", completion
 print("tools passed through: ok", len(calls), "calls")
 
+# 6. Models: the list, and one model by an id that contains `/` (the client sends it as is).
+listed = [m.id for m in client.models.list()]
+assert "fake/m" in listed, listed
+model = client.models.retrieve("fake/m")
+assert (model.id, model.owned_by) == ("fake/m", "fake"), model
+try:
+    client.models.retrieve("fake/unknown")
+except openai.NotFoundError:
+    print("models: ok", listed)
+else:
+    raise AssertionError("expected openai.NotFoundError for an unlisted model")
+
 # A wrong key is refused.
 try:
     openai.OpenAI(base_url=base_url, api_key="wrong", max_retries=0).models.list()
