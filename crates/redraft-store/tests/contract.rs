@@ -729,6 +729,60 @@ static SPEC: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| json!({"pr
 // ---------------------------------------------------------------------------------------------
 // SQLite only
 
+/// What the PostgreSQL store does beyond the contract (skipped, visibly, without `DATABASE_URL`).
+mod postgres_only {
+    use super::*;
+
+    /// A claim reads the runs it claims in the same statement: what it hands the worker is the
+    /// run as a read right after gives it (held by the claimer, spec and attempts).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn claims_read_their_runs() {
+        let Some((store, schema)) = postgres_store("claims_read_their_runs").await else { return };
+        store.insert_run(&queued("q", &json!({"prompt": "queued"}))).await.unwrap();
+        let claimed = store.claim_many(&lease("w2"), 10).await.unwrap();
+        assert_eq!(claimed.len(), 1);
+        let read = claimed[0].run.as_deref().expect("the claim read the run");
+        let stored = store.run("q").await.unwrap().unwrap();
+        assert_eq!(*read, stored);
+        assert_eq!(
+            (read.spec.clone(), read.holder.as_ref().map(|h| h.worker_id.as_str())),
+            (json!({"prompt": "queued"}), Some("w2"))
+        );
+        schema.drop().await;
+    }
+
+    /// An attempt's `recorded_at` is when it was saved: finishing the run keeps it; saving the
+    /// attempt again (a resumed run remaking it) moves it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn recorded_at_is_when_the_attempt_was_saved() {
+        use sqlx::Connection;
+        let Some((store, schema)) = postgres_store("recorded_at_pg").await else { return };
+        let times = format!("SELECT recorded_at FROM {}.attempts WHERE run_id = 't' ORDER BY iteration", schema.name);
+        let mut conn = sqlx::PgConnection::connect(&schema.url).await.unwrap();
+        let mut read = async || -> Vec<i64> {
+            sqlx::query_scalar(sqlx::AssertSqlSafe(times.clone())).fetch_all(&mut conn).await.unwrap()
+        };
+        store.insert_run(&held("t", &json!({"prompt": "p"}))).await.unwrap();
+        let history = vec![attempt(1, 0.5, Some(json!(1))), attempt(2, 1.0, Some(json!(2)))];
+        store.save_attempt("t", W, &history[0]).await.unwrap();
+        let saved = read().await;
+        while now_ms() <= saved[0] + 5 {
+            tokio::task::yield_now().await;
+        }
+        store.save_attempt("t", W, &history[0]).await.unwrap();
+        let resaved = read().await;
+        assert!(resaved[0] > saved[0], "saved again, it moves: {saved:?} -> {resaved:?}");
+        store.finish_run(&result("t", RunStatus::Succeeded, history), W).await.unwrap();
+        let after = read().await;
+        assert_eq!(after[0], resaved[0], "attempt 1 keeps the time it was saved");
+        assert!(after[1] >= resaved[0], "attempt 2 was first recorded with the result: {after:?}");
+        let summary = summary(&*store, "t").await;
+        assert_eq!((summary.iterations, summary.best_score), (2, Some(1.0)));
+        drop(conn);
+        schema.drop().await;
+    }
+}
+
 mod sqlite_only {
     use super::*;
 
