@@ -37,7 +37,37 @@ fn give_back_memory() {
     unsafe {
         libmimalloc_sys::mi_collect(true)
     }
+    trim_c_heap(now);
 }
+
+/// C code in the process (SQLite's page caches, on the threads of its connections) allocates
+/// from the C library's heap, which keeps what a closed connection freed. Hand its free pages
+/// back too, at most every [`TRIM_EVERY`] for the whole process.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn trim_c_heap(now: std::time::Instant) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    static LAST_MS: AtomicU64 = AtomicU64::new(0);
+    let since_start = now.saturating_duration_since(*EPOCH.get_or_init(|| now));
+    let now_ms = u64::try_from(since_start.as_millis()).unwrap_or(u64::MAX);
+    let last = LAST_MS.load(Ordering::Relaxed);
+    let due = now_ms.saturating_sub(last) >= TRIM_EVERY.as_millis() as u64;
+    if !due || LAST_MS.compare_exchange(last, now_ms, Ordering::Relaxed, Ordering::Relaxed).is_err() {
+        return;
+    }
+    // SAFETY: `malloc_trim` takes no pointer and works under the C heap's own locks; glibc
+    // documents it as safe to call from any thread at any time.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn trim_c_heap(_now: std::time::Instant) {}
+
+/// How often the C library's heap is trimmed, at most.
+const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How often a runtime thread going to sleep gives memory back, at most.
 const COLLECT_EVERY: std::time::Duration = std::time::Duration::from_millis(10);

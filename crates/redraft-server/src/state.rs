@@ -57,7 +57,7 @@ impl RunHooks for ServerHooks {
     }
 
     fn ended(&self, run_id: &str, outcome: &Result<RunResult, ConfigError>) {
-        let Some(live) = self.live_map().remove(run_id) else { return };
+        let Some(live) = redraft::queue::remove_run(&mut self.live_map(), run_id) else { return };
         match outcome {
             // Already told by the runner, unless the stored run had finished before.
             Ok(result) => live.push(RunEvent::RunFinished(Box::new(result.clone()))),

@@ -210,7 +210,7 @@ impl HoldGuard {
 impl Drop for HoldGuard {
     fn drop(&mut self) {
         if let Some(worker) = self.worker.upgrade() {
-            worker.held().remove(&self.run_id);
+            remove_run(&mut worker.held(), &self.run_id);
         }
     }
 }
@@ -632,7 +632,7 @@ impl Executor {
 
     fn tell_waiters(&self, run_id: &str, outcome: &Result<RunResult, ConfigError>) {
         if let Ok(result) = outcome {
-            let waiting = self.waiters().remove(run_id);
+            let waiting = remove_run(&mut self.waiters(), run_id);
             for waiter in waiting.map(|w| w.senders).unwrap_or_default() {
                 let _ = waiter.send(Ok(Some(result.clone())));
             }
@@ -719,7 +719,7 @@ impl Executor {
     }
 
     fn answer(&self, run_id: &str, outcome: Result<Option<RunResult>, ConfigError>) {
-        let waiting = self.waiters().remove(run_id).map(|w| w.senders).unwrap_or_default();
+        let waiting = remove_run(&mut self.waiters(), run_id).map(|w| w.senders).unwrap_or_default();
         for waiter in waiting {
             let copy = match &outcome {
                 Ok(result) => Ok(result.clone()),
@@ -745,6 +745,17 @@ enum RunSource {
 }
 
 /// Requests waiting for one run.
+/// Remove a run from a table of runs in flight, and give back the table's room once it is
+/// mostly empty: a burst of thousands of runs would otherwise leave every such table at its
+/// peak size for the life of the process.
+pub fn remove_run<V>(runs: &mut HashMap<String, V>, run_id: &str) -> Option<V> {
+    let removed = runs.remove(run_id);
+    if runs.capacity() > 64 && runs.len() * 4 < runs.capacity() {
+        runs.shrink_to(runs.len() * 2);
+    }
+    removed
+}
+
 #[derive(Debug)]
 struct Waiting {
     senders: Vec<oneshot::Sender<Result<Option<RunResult>, ConfigError>>>,
@@ -755,6 +766,21 @@ struct Waiting {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_table_of_runs_gives_back_its_room_after_a_burst_and_keeps_what_is_left() {
+        let mut runs: HashMap<String, u32> = (0..5_000).map(|i| (format!("run-{i}"), i)).collect();
+        let peak = runs.capacity();
+        for i in 0..4_990 {
+            assert_eq!(remove_run(&mut runs, &format!("run-{i}")), Some(i));
+        }
+        assert_eq!(runs.len(), 10);
+        assert!(runs.capacity() < peak / 16, "capacity {} after the burst, {peak} at its peak", runs.capacity());
+        for i in 4_990..5_000 {
+            assert_eq!(runs.get(&format!("run-{i}")), Some(&i), "a run still in flight is kept");
+        }
+        assert_eq!(remove_run(&mut runs, "run-0"), None, "a run removed twice is not there");
+    }
 
     #[test]
     fn a_holder_is_gone_only_when_its_process_on_this_machine_is() {

@@ -273,7 +273,9 @@ async fn one_model_is_found_by_its_id_slash_and_all() {
             .insert("openai/gpt-4o-mini".into(), redraft::Price { input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.6 });
     })
     .await;
-    for (asked, id) in [("fake/m", "fake/m"), ("openai/gpt-4o-mini", "openai/gpt-4o-mini"), ("m", "fake/m"), ("fake%2Fm", "fake/m")] {
+    for (asked, id) in
+        [("fake/m", "fake/m"), ("openai/gpt-4o-mini", "openai/gpt-4o-mini"), ("m", "fake/m"), ("fake%2Fm", "fake/m")]
+    {
         let a = h.call("GET", &format!("/v1/models/{asked}"), None).await;
         assert_eq!(a.status, 200, "{asked}: {}", a.text);
         assert_eq!((a.json["id"].as_str(), a.json["object"].as_str()), (Some(id), Some("model")), "{asked}");
