@@ -51,6 +51,40 @@ pub struct ChatRequest {
     /// ignore it: the prompt already shows the arguments' schema.
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "tool_as_is")]
     pub tool: Option<Arc<ToolSpec>>,
+    /// The backend's own parameters (`top_p`, `stop`, `seed`, …) as the user set them, in
+    /// OpenAI's names: sent as they are to OpenAI-compatible servers, mapped for the others.
+    /// Checked beforehand against [`ChatProvider::refused_parameter`]. By default, none.
+    #[serde(skip_serializing_if = "no_parameters", serialize_with = "parameters_as_is")]
+    pub parameters: Parameters,
+}
+
+fn no_parameters(parameters: &Parameters) -> bool {
+    parameters.is_empty()
+}
+
+fn parameters_as_is<S: serde::Serializer>(parameters: &Parameters, s: S) -> Result<S::Ok, S::Error> {
+    parameters.as_ref().serialize(s)
+}
+
+/// Parameters of a chat request for the backend, shared by a run's every attempt.
+pub type Parameters = Arc<serde_json::Map<String, serde_json::Value>>;
+
+/// The request members redraft sets itself: a parameter cannot set them, and the message says
+/// what to use instead.
+pub fn reserved_parameter(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "model" => "name the model with `model`",
+        "messages" | "prompt" => "the messages are the task's and the loop's",
+        "temperature" => "use `temperature`",
+        "max_tokens" | "max_completion_tokens" | "max_output_tokens" => "use `max_tokens`",
+        "stream" | "stream_options" => "an attempt is read whole",
+        "n" => "one answer is checked per attempt",
+        "tools" | "tool_choice" | "functions" | "function_call" => {
+            "a forced function is the run's `tool`; other tools are for passing a request through"
+        }
+        "response_format" => "the schema is the run's `schema` (or `kind`)",
+        _ => return None,
+    })
 }
 
 fn tool_as_is<S: serde::Serializer>(tool: &Option<Arc<ToolSpec>>, s: S) -> Result<S::Ok, S::Error> {
@@ -75,7 +109,15 @@ pub struct ToolSpec {
 impl ChatRequest {
     /// A request for attempt 1 of 1 with these messages and the provider's defaults.
     pub fn new(messages: Vec<Message>) -> Self {
-        Self { messages, temperature: None, max_tokens: None, iteration: 1, max_iterations: 1, tool: None }
+        Self {
+            messages,
+            temperature: None,
+            max_tokens: None,
+            iteration: 1,
+            max_iterations: 1,
+            tool: None,
+            parameters: Parameters::default(),
+        }
     }
 
     /// The whole conversation as one text, for proposers that take a single prompt: the
@@ -173,6 +215,39 @@ pub trait ChatProvider: Send + Sync + fmt::Debug {
         let _ = body;
         None
     }
+
+    /// [`Self::forward`] with `stream: true`: once the server has accepted the request (an
+    /// error status is an error), its answer — server-sent events — read as it arrives, for the
+    /// proxy to pass on as it comes (or the whole answer, from a server that does not stream).
+    /// `None` when this provider does not speak that API.
+    async fn forward_stream(&self, body: serde_json::Value) -> Option<Result<Forwarded, ProviderError>> {
+        let _ = body;
+        None
+    }
+
+    /// Why this provider cannot take the request parameter `name` (OpenAI's name for it), or
+    /// `None` when it sends it on. By default, every parameter is refused: a provider sends on
+    /// only what it knows how to.
+    fn refused_parameter(&self, name: &str) -> Option<String> {
+        Some(format!("`{}` takes no parameter `{name}`", self.name()))
+    }
+}
+
+/// What a server answered a request to stream.
+#[derive(Debug)]
+pub enum Forwarded {
+    /// Server-sent events, read as they arrive.
+    Events(Box<dyn StreamedBody>),
+    /// The whole answer at once, from a server that does not stream.
+    Whole(serde_json::Value),
+}
+
+/// The body of an answer the server streams, read piece by piece as it comes.
+#[async_trait::async_trait]
+pub trait StreamedBody: Send + fmt::Debug {
+    /// The next bytes the server sent, as they came; `None` once it has sent everything. An
+    /// error (the connection cut, the time limit reached) ends the body.
+    async fn next_bytes(&mut self) -> Result<Option<Vec<u8>>, ProviderError>;
 }
 
 /// A proposer failed to answer.

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::canonical::{artifact_sha256, canonical_json};
-use crate::chat::{ChatRequest, ChatResponse, FinishReason, Message, ToolSpec};
+use crate::chat::{ChatRequest, ChatResponse, FinishReason, Message, Parameters, ToolSpec};
 use crate::escalation::{RunFacts, escalate};
 use crate::extract::{self, Repair, Route};
 use crate::issue::{Issue, Score, Verdict, codes};
@@ -103,6 +103,9 @@ pub struct Plan {
     pub prompt_seen: bool,
     /// A function whose call is the answer (its parameters are `schema`). By default, none.
     pub tool: Option<Arc<ToolSpec>>,
+    /// The backend's own parameters (`top_p`, `stop`, `seed`, …), sent with every attempt.
+    /// By default, none.
+    pub parameters: Parameters,
 }
 
 /// A model the loop may switch to after a repeated answer.
@@ -139,6 +142,7 @@ impl Plan {
             temperature_step: 0.3,
             prompt_seen: true,
             tool: None,
+            parameters: Parameters::default(),
         }
     }
 
@@ -263,6 +267,17 @@ impl Engine {
     fn validate(plan: &Plan) -> Result<(), PlanError> {
         plan.policy.validate(&plan.ceilings)?;
         crate::policy::check_sampling(plan.temperature, plan.max_tokens)?;
+        if let Some((name, value, instead)) = plan
+            .parameters
+            .iter()
+            .find_map(|(name, value)| crate::chat::reserved_parameter(name).map(|i| (name, value, i)))
+        {
+            return Err(PlanError::Invalid {
+                key: format!("parameters.{name}"),
+                value: value.to_string(),
+                rule: format!("is set by redraft: {instead}"),
+            });
+        }
         if plan.policy.max_budget_usd.is_some() {
             for index in 0..=plan.fallbacks.len() {
                 if let (model, None) = plan.proposer(index) {
@@ -411,6 +426,7 @@ impl Engine {
             iteration: self.next_iteration(),
             max_iterations: self.plan.policy.max_iterations,
             tool: self.plan.tool.clone(),
+            parameters: self.plan.parameters.clone(),
         }
     }
 

@@ -32,7 +32,10 @@ pub mod extract {
     pub use redraft_extract::*;
 }
 
-pub use chat::{ChatProvider, ChatRequest, ChatResponse, FinishReason, Message, ProviderError, Role, ToolSpec, Usage};
+pub use chat::{
+    ChatProvider, ChatRequest, ChatResponse, FinishReason, Forwarded, Message, Parameters, ProviderError, Role,
+    StreamedBody, ToolSpec, Usage, reserved_parameter,
+};
 pub use directive::{Directive, DirectiveError};
 pub use engine::{AttemptEnd, AttemptOutcome, Candidate, Engine, Fallback, Interruption, Mode, Next, Plan, Task};
 pub use evaluator::{ArtifactSource, EvalInput, Evaluator, EvaluatorError};

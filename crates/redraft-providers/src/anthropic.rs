@@ -128,8 +128,21 @@ fn request_body(model: &str, request: &ChatRequest) -> Result<Value, String> {
     if let Some(t) = request.temperature {
         body["temperature"] = http::temperature(t);
     }
+    for (name, value) in request.parameters.iter() {
+        match name.as_str() {
+            "top_p" | "top_k" => body[name] = value.clone(),
+            // OpenAI's `stop` is a string or a list of them.
+            "stop" => body["stop_sequences"] = if value.is_string() { json!([value]) } else { value.clone() },
+            "user" => body["metadata"] = json!({"user_id": value}),
+            // Refused before any request (`refused_parameter`).
+            _ => {}
+        }
+    }
     Ok(body)
 }
+
+/// The parameters (OpenAI's names) the Messages API takes, mapped by [`request_body`].
+const PARAMETERS: [&str; 4] = ["top_p", "top_k", "stop", "user"];
 
 /// Read a Messages API answer: the `text` blocks of `content` concatenated (other blocks,
 /// such as `thinking`, skipped), usage from `usage` (cache reads and writes counted as input)
@@ -166,6 +179,16 @@ impl ChatProvider for AnthropicProvider {
         &self.config.name
     }
 
+    fn refused_parameter(&self, name: &str) -> Option<String> {
+        (!PARAMETERS.contains(&name)).then(|| {
+            format!(
+                "Anthropic's Messages API (`{}`) has no parameter `{name}`; it takes {}",
+                self.config.name,
+                PARAMETERS.join(", ")
+            )
+        })
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
         let body = request_body(&self.config.model, request)
             .map_err(|message| ProviderError::Failed { message: format!("{}: {message}", self.config.name) })?;
@@ -196,6 +219,29 @@ mod tests {
 
     fn body(request: &ChatRequest) -> Value {
         request_body("claude-x", request).unwrap()
+    }
+
+    #[test]
+    fn openais_parameters_are_mapped_and_others_are_refused_by_name() {
+        let mut request = ChatRequest::new(vec![Message::user("hi")]);
+        let parameters = json!({"top_p": 0.9, "top_k": 40, "stop": "END", "user": "u-1"});
+        request.parameters = std::sync::Arc::new(parameters.as_object().unwrap().clone());
+        let sent = body(&request);
+        assert_eq!((sent["top_p"].as_f64(), sent["top_k"].as_u64()), (Some(0.9), Some(40)));
+        assert_eq!((&sent["stop_sequences"], &sent["metadata"]), (&json!(["END"]), &json!({"user_id": "u-1"})));
+        let provider = AnthropicProvider::new(AnthropicConfig {
+            name: "anthropic/claude-x".into(),
+            model: "claude-x".into(),
+            base_url: "http://127.0.0.1:9".into(),
+            api_key: None,
+            api_key_env: "ANTHROPIC_API_KEY".into(),
+            request_timeout: Duration::from_secs(5),
+            max_response_bytes: 1024,
+        })
+        .unwrap();
+        assert_eq!(provider.refused_parameter("stop"), None);
+        let why = provider.refused_parameter("seed").unwrap();
+        assert!(why.contains("`seed`") && why.contains("anthropic/claude-x"), "{why}");
     }
 
     #[test]

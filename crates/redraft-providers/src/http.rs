@@ -103,6 +103,28 @@ pub(crate) async fn read_bounded(
     Ok(Answer { status, headers, body })
 }
 
+/// A successful answer's body, handed over piece by piece as the server sends it (server-sent
+/// events passed on by the proxy).
+#[derive(Debug)]
+pub(crate) struct EventBody {
+    url: String,
+    response: reqwest::Response,
+}
+
+impl EventBody {
+    pub(crate) fn new(url: &str, response: reqwest::Response) -> Self {
+        Self { url: url.to_owned(), response }
+    }
+}
+
+#[async_trait::async_trait]
+impl redraft_core::StreamedBody for EventBody {
+    async fn next_bytes(&mut self) -> Result<Option<Vec<u8>>, ProviderError> {
+        let chunk = self.response.chunk().await.map_err(|e| body_error(&self.url, &e))?;
+        Ok(chunk.map(|bytes| bytes.to_vec()))
+    }
+}
+
 /// Classify a failure while a body is read: the status line came, so the server was reached;
 /// whatever breaks now (reqwest reports it as a decode or body error wrapping hyper's
 /// "connection reset" or "end of file before message length reached") cut the answer off.

@@ -141,6 +141,11 @@ impl ChatProvider for MockProvider {
         &self.name
     }
 
+    fn refused_parameter(&self, _name: &str) -> Option<String> {
+        // Replies are scripted: parameters are recorded with the request, nothing else.
+        None
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
         let call = {
             let mut calls = self

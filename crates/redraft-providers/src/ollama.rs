@@ -133,6 +133,9 @@ impl OllamaProvider {
     }
 }
 
+/// The parameters (OpenAI's names) Ollama takes, as options of the same name.
+const PARAMETERS: [&str; 7] = ["top_p", "top_k", "min_p", "seed", "stop", "presence_penalty", "frequency_penalty"];
+
 /// The `/api/chat` body for `request`: roles as they are, not streamed, `temperature` and
 /// `num_predict` (from `max_tokens`) as options when set.
 fn request_body(model: &str, request: &ChatRequest) -> Value {
@@ -155,6 +158,11 @@ fn request_body(model: &str, request: &ChatRequest) -> Value {
     }
     if let Some(n) = request.max_tokens {
         options.insert("num_predict".into(), json!(n));
+    }
+    // The sampling options Ollama shares with OpenAI's API, under the same names.
+    for (name, value) in request.parameters.iter() {
+        let stop = name == "stop" && value.is_string();
+        options.insert(name.clone(), if stop { json!([value]) } else { value.clone() });
     }
     if !options.is_empty() {
         body["options"] = Value::Object(options);
@@ -189,6 +197,12 @@ pub fn parse_chat(body: &Value) -> Result<ChatResponse, String> {
 impl ChatProvider for OllamaProvider {
     fn name(&self) -> &str {
         &self.config.name
+    }
+
+    fn refused_parameter(&self, name: &str) -> Option<String> {
+        (!PARAMETERS.contains(&name)).then(|| {
+            format!("Ollama (`{}`) has no option `{name}`; it takes {}", self.config.name, PARAMETERS.join(", "))
+        })
     }
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
@@ -236,6 +250,28 @@ mod tests {
         ] {
             assert_eq!(base_url_from_host(host), url, "OLLAMA_HOST={host:?}");
         }
+    }
+
+    #[test]
+    fn openais_sampling_parameters_become_options_and_others_are_refused_by_name() {
+        let mut request = ChatRequest::new(vec![Message::user("hi")]);
+        let parameters = json!({"top_p": 0.9, "seed": 7, "stop": "END", "frequency_penalty": 0.1});
+        request.parameters = std::sync::Arc::new(parameters.as_object().unwrap().clone());
+        assert_eq!(
+            request_body("m", &request)["options"],
+            json!({"top_p": 0.9, "seed": 7, "stop": ["END"], "frequency_penalty": 0.1})
+        );
+        let provider = OllamaProvider::new(OllamaConfig {
+            name: "ollama/m".into(),
+            model: "m".into(),
+            base_url: DEFAULT_BASE_URL.into(),
+            request_timeout: Duration::from_secs(5),
+            max_response_bytes: 1024,
+        })
+        .unwrap();
+        assert_eq!(provider.refused_parameter("seed"), None);
+        let why = provider.refused_parameter("logit_bias").unwrap();
+        assert!(why.contains("`logit_bias`") && why.contains("ollama/m") && why.contains("top_p"), "{why}");
     }
 
     #[test]

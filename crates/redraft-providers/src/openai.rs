@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::http;
-use redraft_core::{ChatProvider, ChatRequest, ChatResponse, FinishReason, ProviderError, Role, Usage};
+use redraft_core::{ChatProvider, ChatRequest, ChatResponse, FinishReason, Forwarded, ProviderError, Role, Usage};
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
@@ -68,6 +68,13 @@ impl OpenAiProvider {
         if let Some(m) = request.max_tokens {
             body["max_tokens"] = json!(m);
         }
+        // The backend's own parameters, as the user set them (none is one redraft sets: those
+        // are refused before a run starts).
+        if let Some(object) = body.as_object_mut() {
+            for (name, value) in request.parameters.iter() {
+                object.entry(name.clone()).or_insert_with(|| value.clone());
+            }
+        }
         if let Some(tool) = &request.tool {
             let mut function = json!({"name": tool.name, "parameters": tool.parameters});
             if let Some(d) = &tool.description {
@@ -94,6 +101,40 @@ impl OpenAiProvider {
             return Err(self.status_error(answer.status, &answer.headers, &answer.text()));
         }
         http::parse_json(&self.url, &answer.body)
+    }
+
+    /// POST `body` and, once the server answers with a success, hand over its body as it
+    /// streams in (an error status is an error, read whole; a server that answers JSON instead
+    /// of events did not stream: its answer is read whole).
+    async fn post_streamed(&self, body: &Value) -> Result<Forwarded, ProviderError> {
+        let mut http = self.client.post(&self.url).json(body);
+        if let Some(key) = &self.config.api_key {
+            http = http.bearer_auth(key);
+        }
+        let response = http.send().await.map_err(|e| self.transport_error(&e))?;
+        if !response.status().is_success() {
+            let answer = http::read_bounded(&self.url, response, self.config.max_response_bytes).await?;
+            return Err(self.status_error(answer.status, &answer.headers, &answer.text()));
+        }
+        let kind = response.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+        if kind.is_some_and(|k| k.trim_start().to_ascii_lowercase().starts_with("text/event-stream")) {
+            return Ok(Forwarded::Events(Box::new(http::EventBody::new(&self.url, response))));
+        }
+        let answer = http::read_bounded(&self.url, response, self.config.max_response_bytes).await?;
+        let answer = http::parse_json(&self.url, &answer.body)?;
+        self.completion(answer).map(Forwarded::Whole)
+    }
+
+    /// A whole chat completion, as long as it has a first choice.
+    fn completion(&self, answer: Value) -> Result<Value, ProviderError> {
+        if answer.pointer("/choices/0").is_some() {
+            Ok(answer)
+        } else {
+            Err(ProviderError::InvalidResponse {
+                url: self.url.clone(),
+                message: "the answer has no `choices[0]`".into(),
+            })
+        }
     }
 
     fn transport_error(&self, e: &reqwest::Error) -> ProviderError {
@@ -171,16 +212,18 @@ impl ChatProvider for OpenAiProvider {
 
     async fn forward(&self, mut body: Value) -> Option<Result<Value, ProviderError>> {
         body["model"] = json!(self.config.model);
-        Some(self.post(&body).await.and_then(|answer| {
-            if answer.pointer("/choices/0").is_some() {
-                Ok(answer)
-            } else {
-                Err(ProviderError::InvalidResponse {
-                    url: self.url.clone(),
-                    message: "the answer has no `choices[0]`".into(),
-                })
-            }
-        }))
+        Some(self.post(&body).await.and_then(|answer| self.completion(answer)))
+    }
+
+    fn refused_parameter(&self, _name: &str) -> Option<String> {
+        // Sent as they are: OpenAI-compatible servers take OpenAI's parameters and their own.
+        None
+    }
+
+    async fn forward_stream(&self, mut body: Value) -> Option<Result<Forwarded, ProviderError>> {
+        body["model"] = json!(self.config.model);
+        body["stream"] = json!(true);
+        Some(self.post_streamed(&body).await)
     }
 }
 

@@ -151,7 +151,9 @@ impl ApiError {
         }
     }
 
-    fn body(&self) -> Value {
+    /// The JSON body: `{"error": {...}}` (and an extra member, when there is one). A stream
+    /// that fails after its start sends it as its last event.
+    pub fn body(&self) -> Value {
         let mut error = json!({"message": self.message, "code": self.code});
         if self.flavor == Flavor::OpenAi {
             error["type"] = json!(self.openai_type());

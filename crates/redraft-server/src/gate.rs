@@ -26,8 +26,8 @@ use axum::body::HttpBody as _;
 use axum::extract::{Request, State};
 use axum::http::header::{
     ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS, ACCESS_CONTROL_ALLOW_ORIGIN,
-    ACCESS_CONTROL_EXPOSE_HEADERS, ACCESS_CONTROL_MAX_AGE, ACCESS_CONTROL_REQUEST_METHOD, CONTENT_TYPE, HOST, ORIGIN,
-    VARY,
+    ACCESS_CONTROL_EXPOSE_HEADERS, ACCESS_CONTROL_MAX_AGE, ACCESS_CONTROL_REQUEST_HEADERS,
+    ACCESS_CONTROL_REQUEST_METHOD, CONTENT_TYPE, HOST, ORIGIN, VARY,
 };
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
@@ -80,7 +80,7 @@ pub async fn check(State(gate): State<Gate>, request: Request, next: Next) -> Re
         .filter(|v| v.to_str().ok().and_then(parse_origin).is_some_and(|o| gate.allowed.lists(&o)))
         .cloned();
     let response = match admit(&gate, &request) {
-        Ok(Pass::Preflight) => preflight(),
+        Ok(Pass::Preflight) => preflight(request.headers()),
         Ok(Pass::Endpoint) => next.run(request).await,
         Err(e) => if openai { e.openai() } else { e }.into_response(),
     };
@@ -238,12 +238,28 @@ fn clip(raw: &str) -> String {
     shown
 }
 
-/// 204 to a preflight from a listed origin (`with_cors` adds the origin).
-fn preflight() -> Response {
+/// 204 to a preflight from a listed origin (`with_cors` adds the origin). The headers allowed
+/// are `authorization` and `content-type`, and those the page asks for that are an `x-…` or
+/// `openai-…` header (per-request options as `x-redraft-*`; OpenAI's own SDK sends
+/// `x-stainless-*` from a browser).
+fn preflight(request: &HeaderMap) -> Response {
+    let mut allowed = vec!["authorization".to_owned(), "content-type".to_owned()];
+    let asked = request.get_all(ACCESS_CONTROL_REQUEST_HEADERS).iter().filter_map(|v| v.to_str().ok());
+    for name in asked.flat_map(|v| v.split(',')).map(|n| n.trim().to_ascii_lowercase()) {
+        let custom = ["x-", "openai-"].iter().any(|prefix| {
+            name.strip_prefix(prefix)
+                .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+        });
+        if custom && !allowed.contains(&name) {
+            allowed.push(name);
+        }
+    }
     let mut response = StatusCode::NO_CONTENT.into_response();
     let headers = response.headers_mut();
     headers.insert(ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("GET, HEAD, POST, DELETE"));
-    headers.insert(ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static("authorization, content-type"));
+    if let Ok(value) = HeaderValue::from_str(&allowed.join(", ")) {
+        headers.insert(ACCESS_CONTROL_ALLOW_HEADERS, value);
+    }
     headers.insert(ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("600"));
     headers.append(VARY, HeaderValue::from_static("access-control-request-method, access-control-request-headers"));
     response

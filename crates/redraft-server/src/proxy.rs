@@ -11,30 +11,37 @@
 //! 422 in OpenAI's error shape.
 
 use std::convert::Infallible;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::future::{self, Future};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Json;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::sse::{Event, Sse};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures_util::stream;
+use futures_util::{StreamExt, stream};
 use redraft::RunSpec;
 use redraft::core::price::estimate_tokens;
-use redraft::core::{ChatRequest, HaltReason, Message, PromptStyle, Role, RunResult, ToolSpec};
+use redraft::core::{ChatRequest, Forwarded, HaltReason, Message, PromptStyle, Role, RunResult, ToolSpec};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::body::{parse, read_error};
 use crate::error::{ApiError, Flavor};
 use crate::openapi::ErrorBody;
-use crate::runs::{failure_message, run_and_wait};
+use crate::runs::{failure_message, start};
 use crate::state::AppState;
 
 /// Characters per streamed content chunk.
 const CHUNK_CHARS: usize = 48;
+
+/// How long a stream whose answer is being made stays quiet, at most: a comment is sent then.
+const KEEP_ALIVE: Duration = Duration::from_secs(2);
+
+/// The comment a stream sends while its answer is being made.
+const WORKING: &str = "redraft: working";
 
 /// The parts of an OpenAI chat completion request the proxy reads; other members are ignored.
 #[derive(Debug, Deserialize)]
@@ -59,6 +66,39 @@ struct CompletionRequest {
     functions: Option<Vec<Value>>,
     #[serde(default)]
     function_call: Option<Value>,
+    /// Per-request options (`extra_body={"redraft": {...}}` in OpenAI's clients).
+    #[serde(default)]
+    redraft: Option<Value>,
+    /// Every other member: the backend's parameters (`top_p`, `stop`, `seed`, …).
+    #[serde(flatten)]
+    parameters: serde_json::Map<String, Value>,
+}
+
+/// The run fields a request may set for itself (`extra_body.redraft`, `x-redraft-*` headers),
+/// within the server's ceilings and allow-lists like any run's.
+const RUN_OPTIONS: [&str; 11] = [
+    "max_iterations",
+    "success_threshold",
+    "patience",
+    "max_budget_usd",
+    "max_wall_time",
+    "attempt_timeout",
+    "repeat_limit",
+    "prompt_style",
+    "kind",
+    "evaluator",
+    "context",
+];
+
+/// Parameters a checked answer cannot honour: it is rebuilt from the accepted attempt.
+fn unavailable_when_checked(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "logprobs" | "top_logprobs" => {
+            "a checked answer is the accepted attempt's artifact, re-serialised: it has no log probabilities"
+        }
+        "modalities" | "audio" => "a checked answer is JSON text",
+        _ => return None,
+    })
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -155,16 +195,25 @@ struct Forced {
         (status = 503, description = "Every run slot is taken (see `Retry-After`)", body = ErrorBody),
     )
 )]
-pub async fn chat_completions(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
-    match complete(&state, body).await {
+pub async fn chat_completions(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match complete(&state, &headers, body).await {
         Ok(response) => response,
         Err(e) => e.openai().into_response(),
     }
 }
 
-async fn complete(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+async fn complete(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
     let bytes = body.map_err(|r| read_error(&r, state, Flavor::OpenAi))?;
-    let req: CompletionRequest = parse(&bytes)?;
+    let mut req: CompletionRequest = parse(&bytes)?;
+    let options = run_options(req.redraft.take(), headers)?;
     if req.n.is_some_and(|n| n != 1) {
         return Err(ApiError::bad_request("unsupported", "`n` other than 1 is not supported by the redraft proxy"));
     }
@@ -185,20 +234,35 @@ async fn complete(state: &AppState, body: Result<Bytes, BytesRejection>) -> Resu
             "`response_format` together with `tools` is not supported by the redraft proxy: force the function (`tool_choice`) to have its arguments checked, or drop `response_format` to pass the tools through",
         ));
     }
-    let answer = match (req.response_format, forced) {
+    let (spec, call) = match (req.response_format, forced) {
         (_, Some(forced)) => {
             let schema = forced.tool.parameters.clone();
             let mut spec = spec(messages(&req.messages)?, Some(schema), None, model, req.temperature, max_tokens)?;
-            let (name, legacy) = (forced.tool.name.clone(), forced.legacy);
+            let call = (forced.tool.name.clone(), forced.legacy);
             spec.tool = Some(forced.tool);
-            let mut answer = checked(state, spec).await?;
-            answer.make_call(&name, legacy);
-            answer
+            (spec, Some(call))
         }
         (None | Some(ResponseFormat::Text), None) => {
-            let raw: Value = parse(&bytes)?;
+            if let Some(name) = options.keys().next() {
+                return Err(ApiError::bad_request(
+                    "unsupported",
+                    format!(
+                        "the redraft option `{name}` applies to checked requests (`response_format` `json_schema` or `json_object`, or a forced function); this one is passed through to the model as it is"
+                    ),
+                ));
+            }
+            let mut raw: Value = parse(&bytes)?;
+            if let Some(object) = raw.as_object_mut() {
+                object.remove("redraft");
+            }
             let call = PassThrough { model: &model, asked: &req.model, temperature: req.temperature, max_tokens };
-            pass_through(state, call, raw, &req.messages, defines_tools).await?
+            if req.stream
+                && let Some(streamed) = pass_through_streamed(state, &call, raw.clone(), include_usage).await?
+            {
+                return Ok(streamed);
+            }
+            let answer = pass_through(state, call, raw, &req.messages, req.parameters, defines_tools).await?;
+            return Ok(if req.stream { stream(answer, include_usage) } else { completion(answer) });
         }
         (Some(format), None) => {
             let messages = messages(&req.messages)?;
@@ -215,10 +279,82 @@ async fn complete(state: &AppState, body: Result<Bytes, BytesRejection>) -> Resu
             };
             let mut spec = spec(messages, schema, style, model, req.temperature, max_tokens)?;
             spec.json_object = spec.schema.is_none();
-            checked(state, spec).await?
+            (spec, None)
         }
     };
-    Ok(if req.stream { stream(answer, include_usage) } else { completion(answer) })
+    let spec = checked_spec(spec, req.parameters, options)?;
+    // Stored (or refused with its status) before any answer starts.
+    let started = start(state, &spec).await?;
+    let run_id = started.run_id.clone();
+    let model = spec.model.unwrap_or_default();
+    let answer = async move {
+        let mut answer = checked(started.result().await?, model)?;
+        if let Some((name, legacy)) = call {
+            answer.make_call(&name, legacy);
+        }
+        Ok(answer)
+    };
+    if req.stream {
+        return Ok(stream_when_ready(answer, include_usage, run_headers(&run_id)));
+    }
+    Ok(completion(answer.await?))
+}
+
+/// The request's own options (`extra_body.redraft`, then `x-redraft-*` headers for what the
+/// body leaves out), by run field name. An option that is not one of [`RUN_OPTIONS`] is refused
+/// by name.
+fn run_options(body: Option<Value>, headers: &HeaderMap) -> Result<serde_json::Map<String, Value>, ApiError> {
+    let mut options = match body {
+        None | Some(Value::Null) => serde_json::Map::new(),
+        Some(Value::Object(options)) => options,
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "invalid_request",
+                format!("`redraft` (extra_body) must be an object of run options, not `{other}`"),
+            ));
+        }
+    };
+    for (name, value) in headers {
+        let Some(option) = name.as_str().strip_prefix("x-redraft-") else { continue };
+        let option = option.replace('-', "_");
+        let text = value
+            .to_str()
+            .map_err(|_| ApiError::bad_request("invalid_request", format!("the header `{name}` is not text")))?;
+        // A number, `true`, an object, a list as JSON; anything else as the text it is.
+        let value = serde_json::from_str::<Value>(text).unwrap_or_else(|_| Value::String(text.to_owned()));
+        options.entry(option).or_insert(value);
+    }
+    if let Some(name) = options.keys().find(|k| !RUN_OPTIONS.contains(&k.as_str())) {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            format!("`{name}` is not a redraft option a request may set; these are: {}", RUN_OPTIONS.join(", ")),
+        ));
+    }
+    Ok(options)
+}
+
+/// A checked run's spec with the request's parameters for the backend and its own options.
+fn checked_spec(
+    spec: RunSpec,
+    parameters: serde_json::Map<String, Value>,
+    options: serde_json::Map<String, Value>,
+) -> Result<RunSpec, ApiError> {
+    if let Some((name, why)) = parameters.keys().find_map(|n| unavailable_when_checked(n).map(|w| (n, w))) {
+        return Err(ApiError::bad_request("unsupported", format!("`{name}` is not available here: {why}")));
+    }
+    let mut spec = spec;
+    if !parameters.is_empty() {
+        spec.parameters = Some(parameters);
+    }
+    if options.is_empty() {
+        return Ok(spec);
+    }
+    let mut value = serde_json::to_value(&spec).map_err(|e| ApiError::internal(e.to_string()))?;
+    if let Some(fields) = value.as_object_mut() {
+        fields.extend(options);
+    }
+    serde_json::from_value(value)
+        .map_err(|e| ApiError::bad_request("invalid_request", format!("a redraft option is invalid: {e}")))
 }
 
 /// The function call the request forces, if any: `tool_choice` naming a function (or
@@ -425,6 +561,7 @@ async fn pass_through(
     call: PassThrough<'_>,
     mut raw: Value,
     input: &[InMessage],
+    parameters: serde_json::Map<String, Value>,
     defines_tools: bool,
 ) -> Result<Answer, ApiError> {
     redraft::core::policy::check_sampling(call.temperature, call.max_tokens).map_err(redraft::ConfigError::from)?;
@@ -435,36 +572,7 @@ async fn pass_through(
         object.remove("stream_options");
     }
     if let Some(answer) = provider.forward(raw).await {
-        let mut answer = answer.map_err(refused_upstream)?;
-        // What OpenAI's clients require of a completion, when a compatible server left it out.
-        if answer.get("model").is_none_or(|m| !m.is_string()) {
-            answer["model"] = json!(call.asked);
-        }
-        if answer.get("created").is_none_or(|c| !c.is_u64()) {
-            answer["created"] = json!(created());
-        }
-        if answer.get("id").is_none_or(|c| !c.is_string()) {
-            answer["id"] = json!(format!("chatcmpl-{}", redraft::new_run_id()));
-        }
-        answer["object"] = json!("chat.completion");
-        let model = answer["model"].as_str().unwrap_or(call.asked).to_owned();
-        let message = answer.pointer("/choices/0/message").cloned().unwrap_or_else(|| json!({"role": "assistant"}));
-        let finish_reason =
-            answer.pointer("/choices/0/finish_reason").and_then(Value::as_str).unwrap_or("stop").to_owned();
-        let usage = |key: &str| answer.pointer(&format!("/usage/{key}")).and_then(Value::as_u64).unwrap_or(0);
-        let (prompt_tokens, completion_tokens) = (usage("prompt_tokens"), usage("completion_tokens"));
-        let id = answer["id"].as_str().unwrap_or_default().to_owned();
-        return Ok(Answer {
-            id,
-            model,
-            message,
-            finish_reason,
-            prompt_tokens,
-            completion_tokens,
-            run: None,
-            raw: Some(answer),
-            headers: HeaderMap::new(),
-        });
+        return Ok(forwarded(answer.map_err(refused_upstream)?, call.asked));
     }
     if defines_tools || input.iter().any(|m| m.role == "tool" || m.role == "function") {
         return Err(ApiError::bad_request(
@@ -475,9 +583,13 @@ async fn pass_through(
             ),
         ));
     }
+    if let Some(why) = parameters.keys().find_map(|name| provider.refused_parameter(name)) {
+        return Err(ApiError::bad_request("unsupported", why));
+    }
     let request = ChatRequest {
         temperature: call.temperature,
         max_tokens: call.max_tokens,
+        parameters: std::sync::Arc::new(parameters),
         ..ChatRequest::new(messages(input)?)
     };
     let response = provider.complete(&request).await?;
@@ -501,6 +613,38 @@ async fn pass_through(
         raw: None,
         headers: HeaderMap::new(),
     })
+}
+
+/// A compatible backend's whole answer, as the client gets it: as it is, with what OpenAI's
+/// clients require of a completion filled in where the server left it out.
+fn forwarded(mut answer: Value, asked: &str) -> Answer {
+    if answer.get("model").is_none_or(|m| !m.is_string()) {
+        answer["model"] = json!(asked);
+    }
+    if answer.get("created").is_none_or(|c| !c.is_u64()) {
+        answer["created"] = json!(created());
+    }
+    if answer.get("id").is_none_or(|c| !c.is_string()) {
+        answer["id"] = json!(format!("chatcmpl-{}", redraft::new_run_id()));
+    }
+    answer["object"] = json!("chat.completion");
+    let model = answer["model"].as_str().unwrap_or(asked).to_owned();
+    let message = answer.pointer("/choices/0/message").cloned().unwrap_or_else(|| json!({"role": "assistant"}));
+    let finish_reason = answer.pointer("/choices/0/finish_reason").and_then(Value::as_str).unwrap_or("stop").to_owned();
+    let usage = |key: &str| answer.pointer(&format!("/usage/{key}")).and_then(Value::as_u64).unwrap_or(0);
+    let (prompt_tokens, completion_tokens) = (usage("prompt_tokens"), usage("completion_tokens"));
+    let id = answer["id"].as_str().unwrap_or_default().to_owned();
+    Answer {
+        id,
+        model,
+        message,
+        finish_reason,
+        prompt_tokens,
+        completion_tokens,
+        run: None,
+        raw: Some(answer),
+        headers: HeaderMap::new(),
+    }
 }
 
 /// A passed-through request the backend refused as the client's fault (HTTP 400, 404, 413,
@@ -538,20 +682,24 @@ impl Answer {
     }
 }
 
-/// A run of the loop; the accepted artifact as the answer.
-async fn checked(state: &AppState, spec: RunSpec) -> Result<Answer, ApiError> {
-    let model = spec.model.clone().unwrap_or_default();
-    let result = run_and_wait(state, spec).await?;
+/// The `x-redraft-run-id` header.
+fn run_headers(run_id: &str) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    if let Ok(v) = HeaderValue::from_str(run_id) {
+        headers.insert("x-redraft-run-id", v);
+    }
+    headers
+}
+
+/// A run of the loop, finished: the accepted artifact as the answer.
+fn checked(result: RunResult, model: String) -> Result<Answer, ApiError> {
     let run = json!({
         "run_id": result.run_id,
         "attempts": result.iterations,
         "halted_because": result.halted_because,
         "history": result.history.iter().map(|a| a.status.as_str()).collect::<Vec<_>>(),
     });
-    let mut headers = HeaderMap::new();
-    if let Ok(v) = HeaderValue::from_str(&result.run_id) {
-        headers.insert("x-redraft-run-id", v);
-    }
+    let mut headers = run_headers(&result.run_id);
     headers.insert("x-redraft-attempts", HeaderValue::from(result.iterations));
     match (&result.artifact, result.succeeded()) {
         (Some(artifact), true) => Ok(Answer {
@@ -638,8 +786,75 @@ fn completion(answer: Answer) -> Response {
     (answer.headers, Json(body)).into_response()
 }
 
-/// `chat.completion.chunk` events, then `data: [DONE]`.
+/// `chat.completion.chunk` events, then `data: [DONE]`, at once.
 fn stream(answer: Answer, include_usage: bool) -> Response {
+    let headers = answer.headers.clone();
+    (headers, Sse::new(stream::iter(frames(answer, include_usage).into_iter().map(Ok::<_, Infallible>))))
+        .into_response()
+}
+
+/// A stream whose answer is still being made (the loop's attempts): a comment at once and
+/// then every [`KEEP_ALIVE`] while it is made, so that neither the client nor a proxy in
+/// between gives up on a quiet connection; then the answer's chunks. An answer that fails ends
+/// the stream with an event holding the error in OpenAI's shape (the clients raise it).
+fn stream_when_ready<F>(answer: F, include_usage: bool, headers: HeaderMap) -> Response
+where
+    F: Future<Output = Result<Answer, ApiError>> + Send + 'static,
+{
+    let opening = stream::once(future::ready(Event::default().comment(WORKING)));
+    let rest = stream::once(answer).flat_map(move |answer| {
+        let events = match answer {
+            Ok(answer) => frames(answer, include_usage),
+            Err(e) => vec![Event::default().data(e.openai().body().to_string())],
+        };
+        stream::iter(events)
+    });
+    let events = opening.chain(rest).map(Ok::<_, Infallible>);
+    (headers, Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text(WORKING))).into_response()
+}
+
+/// A pass-through stream: the backend's events passed on as they arrive, when it streams (an
+/// OpenAI-compatible backend); `None` for a backend that does not. The backend refusing the
+/// request is answered with its status, as without streaming; the connection failing midway
+/// ends the stream with an error event.
+async fn pass_through_streamed(
+    state: &AppState,
+    call: &PassThrough<'_>,
+    raw: Value,
+    include_usage: bool,
+) -> Result<Option<Response>, ApiError> {
+    redraft::core::policy::check_sampling(call.temperature, call.max_tokens).map_err(redraft::ConfigError::from)?;
+    let provider = state.guard().model(state.config(), call.model)?.provider;
+    let Some(opened) = provider.forward_stream(raw).await else { return Ok(None) };
+    let body = match opened.map_err(refused_upstream)? {
+        Forwarded::Events(body) => body,
+        // The backend does not stream: its whole answer, in chunks.
+        Forwarded::Whole(answer) => {
+            return Ok(Some(stream(forwarded(answer, call.asked), include_usage)));
+        }
+    };
+    let chunks = stream::unfold(Some(body), |body| async move {
+        let mut body = body?;
+        match body.next_bytes().await {
+            Ok(Some(bytes)) => Some((Ok::<_, Infallible>(Bytes::from(bytes)), Some(body))),
+            Ok(None) => None,
+            Err(e) => {
+                // Blank lines first: whatever event the cut interrupted ends there.
+                let error = ApiError::from(e).openai().body();
+                Some((Ok(Bytes::from(format!("\n\ndata: {error}\n\n"))), None))
+            }
+        }
+    });
+    let response = Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(chunks))
+        .map_err(|e| ApiError::internal(format!("cannot start the stream: {e}")))?;
+    Ok(Some(response))
+}
+
+/// The answer as `chat.completion.chunk` events, then `data: [DONE]`.
+fn frames(answer: Answer, include_usage: bool) -> Vec<Event> {
     let created = created();
     let chunk = |delta: Value, finish_reason: Value| {
         json!({
@@ -688,10 +903,9 @@ fn stream(answer: Answer, include_usage: bool) -> Response {
             "usage": usage(&answer),
         }));
     }
-    let mut frames: Vec<Result<Event, Infallible>> =
-        events.into_iter().map(|e| Ok(Event::default().data(e.to_string()))).collect();
-    frames.push(Ok(Event::default().data("[DONE]")));
-    (answer.headers, Sse::new(stream::iter(frames))).into_response()
+    let mut frames: Vec<Event> = events.into_iter().map(|e| Event::default().data(e.to_string())).collect();
+    frames.push(Event::default().data("[DONE]"));
+    frames
 }
 
 /// `text` in pieces of at most [`CHUNK_CHARS`] characters.

@@ -66,25 +66,48 @@ pub fn failure_message(result: &RunResult) -> String {
 /// in the queue for one (here or on another worker). A run still queued after `[queue]
 /// max_wait` is withdrawn — never run — and the answer is 503 with `Retry-After`.
 pub async fn run_and_wait(state: &AppState, spec: RunSpec) -> Result<RunResult, ApiError> {
+    start(state, &spec).await?.result().await
+}
+
+/// Store a run (started here or queued): once this returns, the run exists, and what is wrong
+/// with the request or the server's load has been answered.
+pub async fn start(state: &AppState, spec: &RunSpec) -> Result<Started, ApiError> {
     let run_id = redraft::new_run_id();
-    match state.accept(&run_id, &spec).await? {
-        Accepted::Started(handle) => {
-            let outcome = handle.await.map_err(|e| ApiError::internal(format!("the run's task failed: {e}")))?;
-            Ok(outcome?)
-        }
-        Accepted::Queued => match state.executor().wait(&run_id).await? {
-            Some(result) => Ok(result),
-            None => {
-                state.metrics().run_shed(crate::metrics::ShedReason::Overloaded);
-                let waited = redraft::core::duration::format(state.config().queue.max_wait);
-                Err(ApiError::busy(
-                    format!(
-                        "every run slot stayed busy for {waited} (`[queue] max_wait`): the run was withdrawn, nothing was sent to a model"
-                    ),
-                    5,
-                ))
+    let accepted = state.accept(&run_id, spec).await?;
+    Ok(Started { run_id, accepted, state: state.clone() })
+}
+
+/// A run stored by [`start`], not finished yet.
+#[derive(Debug)]
+pub struct Started {
+    pub run_id: String,
+    accepted: Accepted,
+    state: AppState,
+}
+
+impl Started {
+    /// Wait for the run's result.
+    pub async fn result(self) -> Result<RunResult, ApiError> {
+        let Self { run_id, accepted, state } = self;
+        match accepted {
+            Accepted::Started(handle) => {
+                let outcome = handle.await.map_err(|e| ApiError::internal(format!("the run's task failed: {e}")))?;
+                Ok(outcome?)
             }
-        },
+            Accepted::Queued => match state.executor().wait(&run_id).await? {
+                Some(result) => Ok(result),
+                None => {
+                    state.metrics().run_shed(crate::metrics::ShedReason::Overloaded);
+                    let waited = redraft::core::duration::format(state.config().queue.max_wait);
+                    Err(ApiError::busy(
+                        format!(
+                            "every run slot stayed busy for {waited} (`[queue] max_wait`): the run was withdrawn, nothing was sent to a model"
+                        ),
+                        5,
+                    ))
+                }
+            },
+        }
     }
 }
 

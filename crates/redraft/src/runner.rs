@@ -201,6 +201,14 @@ impl RunnerBuilder {
         self
     }
 
+    /// The backend's own parameters (`top_p`, `stop`, `seed`, … in OpenAI's names), sent with
+    /// every attempt. A parameter the model's provider cannot take, or one redraft sets itself,
+    /// fails [`Self::build`] by name.
+    pub fn parameters(mut self, parameters: serde_json::Map<String, serde_json::Value>) -> Self {
+        self.template.parameters = Arc::new(parameters);
+        self
+    }
+
     /// The proposer's price, overriding the model's.
     pub fn price(mut self, price: Price) -> Self {
         self.template.price = Some(price);
@@ -240,6 +248,15 @@ impl RunnerBuilder {
         self.retry.max_retries = self.template.policy.transport_retries;
         let mut proposers = vec![provider];
         proposers.extend(self.fallbacks);
+        for name in self.template.parameters.keys() {
+            if let Some(instead) = redraft_core::reserved_parameter(name) {
+                let message = format!("is set by redraft: {instead}");
+                return Err(ConfigError::Invalid { key: format!("parameters.{name}"), message });
+            }
+            if let Some(why) = proposers.iter().find_map(|p| p.refused_parameter(name)) {
+                return Err(ConfigError::Invalid { key: format!("parameters.{name}"), message: why });
+            }
+        }
         let runner = Runner {
             proposers,
             evaluators: self.evaluators,

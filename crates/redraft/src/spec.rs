@@ -72,6 +72,11 @@ pub struct RunSpec {
     pub temperature: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// The backend's own parameters, in OpenAI's names (`{"top_p": 0.9, "stop": ["END"],
+    /// "seed": 7}`): sent as they are to OpenAI-compatible servers, mapped for Anthropic and
+    /// Ollama; one a provider cannot take is refused by name before anything is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<serde_json::Map<String, Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_iterations: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -252,6 +257,9 @@ impl RunSpec {
         if let Some(n) = self.max_tokens.or(config.max_tokens) {
             builder = builder.max_tokens(n);
         }
+        if let Some(parameters) = self.parameters.as_ref().filter(|p| !p.is_empty()) {
+            builder = builder.parameters(parameters.clone());
+        }
         for name in &config.fallback_models {
             builder = builder.fallback(&config.model(&config.model_name(Some(name))?)?);
         }
@@ -319,6 +327,27 @@ fn check_tool_name(name: &str) -> Result<(), ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parameters_a_provider_cannot_take_or_redraft_sets_are_refused_before_a_run() {
+        let text = "[providers.claude]\ntype = \"anthropic\"\n[providers.local]\ntype = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n";
+        let config = Config::parse(text, std::path::Path::new("t.toml")).unwrap();
+        let setup = SpecSetup::local(&config, std::env::temp_dir());
+        let spec = |model: &str, parameters: serde_json::Value| RunSpec {
+            prompt: "p".into(),
+            model: Some(model.into()),
+            parameters: parameters.as_object().cloned(),
+            ..RunSpec::default()
+        };
+        let build = |spec: RunSpec| spec.prepare(&setup).and_then(|(builder, _)| builder.build()).map(|_| ());
+        build(spec("claude/claude-x", serde_json::json!({"top_p": 0.9, "stop": ["END"]}))).unwrap();
+        let err = build(spec("claude/claude-x", serde_json::json!({"seed": 7}))).unwrap_err().to_string();
+        assert!(err.contains("parameters.seed") && err.contains("claude/claude-x"), "{err}");
+        // An OpenAI-compatible server takes them all, its own included.
+        build(spec("local/m", serde_json::json!({"seed": 7, "top_k": 40, "repetition_penalty": 1.1}))).unwrap();
+        let err = build(spec("local/m", serde_json::json!({"messages": []}))).unwrap_err().to_string();
+        assert!(err.contains("parameters.messages") && err.contains("set by redraft"), "{err}");
+    }
 
     #[test]
     fn gateway_style_requests_parse() {

@@ -504,6 +504,25 @@ async fn listed_origins_get_cors_and_no_one_else_does() {
             assert_eq!(a.header("access-control-allow-credentials"), None);
         }
     }
+    // What OpenAI's SDK sends from a browser, and per-request options: `x-…` and `openai-…`
+    // headers are allowed; other names (and malformed ones) are not.
+    let asked = "Authorization, content-type, X-Stainless-OS, x-stainless-retry-count, x-redraft-max-iterations, openai-organization, cookie, x-, x-a b";
+    let preflight = [
+        ("host", HOST),
+        ("origin", "http://localhost:3000"),
+        ("access-control-request-method", "POST"),
+        ("access-control-request-headers", asked),
+        ("sec-fetch-site", "cross-site"),
+        ("sec-fetch-mode", "cors"),
+    ];
+    let a = h.send(req("OPTIONS", "/v1/chat/completions", &preflight, "")).await;
+    assert_eq!(a.status, 204, "{}", a.text);
+    assert_eq!(
+        a.header("access-control-allow-headers"),
+        Some(
+            "authorization, content-type, x-stainless-os, x-stainless-retry-count, x-redraft-max-iterations, openai-organization"
+        )
+    );
     let a = h.send(iterate(&[("origin", "http://localhost:3000"), ("sec-fetch-site", "same-site")])).await;
     assert_eq!(a.status, 200, "{}", a.text);
     assert_eq!(a.header("access-control-allow-origin"), Some("http://localhost:3000"));

@@ -12,8 +12,10 @@ mod limits;
 mod metrics;
 mod openapi;
 mod proxy;
+mod proxy_options;
 mod python;
 mod runs;
+mod streaming;
 
 use std::path::Path;
 

@@ -46,6 +46,7 @@ async fn the_official_openai_client_gets_schema_valid_json() {
             call("c3", "weather", r#"{"city": "Toledo"}"#),
             call("c4", "weather", r#"{"city": "Columbus"}"#)
         ])),
+        reply(r#"{"city": "D"}"#),
     ])
     .await;
     let dir = tempfile::tempdir().unwrap();
@@ -73,12 +74,17 @@ async fn the_official_openai_client_gets_schema_valid_json() {
         r#"tool forced: ok {"city":"Toledo","state":"OH"} attempts=2"#,
         "tools passed through: ok 2 calls",
         "models: ok ['fake/m']",
+        "stream failed: ok max_iterations attempts=1",
+        "refused by name: ok logprobs",
         "auth: ok",
     ] {
         assert!(stdout.lines().any(|l| l == expected), "missing `{expected}` in:\n{stdout}");
     }
     assert!(stdout.lines().any(|l| l.starts_with(r#"streamed: ok {"city": "Toledo", "state": "OH"}"#)), "{stdout}");
-    assert_eq!(upstream.calls().await, 9, "2 + 1 + 3 + 2 + 1 attempts, nothing more");
+    assert_eq!(upstream.calls().await, 10, "2 + 1 + 3 + 2 + 1 + 1 attempts, nothing more");
+    let sent = upstream.bodies().await;
+    assert_eq!((sent[9]["seed"].as_u64(), sent[9]["top_p"].as_f64()), (Some(7), Some(0.5)), "{}", sent[9]);
+    assert!(sent[9].get("redraft").is_none());
 
     stop.cancel();
     serving.await.unwrap().unwrap();

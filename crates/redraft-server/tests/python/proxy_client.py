@@ -4,7 +4,7 @@ Usage: proxy_client.py BASE_URL API_KEY
 
 The server's fake upstream answers: (1) wrongly then rightly, (2) rightly (streamed),
 (3) wrongly three times, (4) a forced function call with bad arguments then good ones,
-(5) two parallel calls of a tool the model may choose. Prints one line per check; exits non-zero on the first failure.
+(5) two parallel calls of a tool the model may choose, (7) wrongly once, streamed. Prints one line per check; exits non-zero on the first failure.
 """
 
 import json
@@ -108,6 +108,30 @@ except openai.NotFoundError:
     print("models: ok", listed)
 else:
     raise AssertionError("expected openai.NotFoundError for an unlisted model")
+
+# 7. Per-request options and parameters: `extra_body={"redraft": ...}` allows one attempt,
+#    `seed` and `top_p` reach the backend; streamed, the failed run ends the stream with an
+#    error event, which the client raises.
+stream = client.chat.completions.create(
+    model="fake/m", messages=MESSAGES, response_format=FORMAT, stream=True, seed=7, top_p=0.5,
+    extra_body={"redraft": {"max_iterations": 1}})
+try:
+    for chunk in stream:
+        raise AssertionError(f"no chunk of a failed run: {chunk}")
+except openai.APIError as e:
+    assert e.body["code"] == "max_iterations" and e.body["attempts"] == 1, e.body
+    print("stream failed: ok", e.body["code"], "attempts=1")
+else:
+    raise AssertionError("expected openai.APIError from the stream")
+
+# A parameter the checked answer cannot honour is refused by name.
+try:
+    client.chat.completions.create(model="fake/m", messages=MESSAGES, response_format=FORMAT, logprobs=True)
+except openai.BadRequestError as e:
+    assert "`logprobs`" in e.body["message"], e.body
+    print("refused by name: ok logprobs")
+else:
+    raise AssertionError("expected openai.BadRequestError for logprobs")
 
 # A wrong key is refused.
 try:
