@@ -6,6 +6,7 @@
 
 pub mod anthropic;
 pub mod conversation;
+pub mod first_wrong;
 pub mod hostile;
 pub mod ollama;
 pub mod processes;
@@ -18,6 +19,7 @@ use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
 
 pub use conversation::ByAttempt;
+pub use first_wrong::FirstWrong;
 pub use raw::{RawReply, RawRequest, RawServer};
 pub use scripted::ScriptedServer;
 pub use wiremock::ResponseTemplate as Reply;

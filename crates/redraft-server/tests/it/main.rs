@@ -6,6 +6,7 @@
 
 mod api;
 mod browser;
+mod compat;
 mod gate;
 mod hostile_exec;
 mod limits;

@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::{config, write_kind};
 
 /// The Python with `openai` installed: `$REDRAFT_PYTHON`, else `python3`. Never skipped.
-fn python() -> String {
+pub fn python() -> String {
     let python = std::env::var("REDRAFT_PYTHON").ok().filter(|p| !p.is_empty()).unwrap_or_else(|| "python3".into());
     let probe = Command::new(&python).args(["-c", "import openai"]).output();
     match probe {
@@ -83,6 +83,9 @@ async fn the_official_openai_client_gets_schema_valid_json() {
     assert!(stdout.lines().any(|l| l.starts_with(r#"streamed: ok {"city": "Toledo", "state": "OH"}"#)), "{stdout}");
     assert_eq!(upstream.calls().await, 10, "2 + 1 + 3 + 2 + 1 + 1 attempts, nothing more");
     let sent = upstream.bodies().await;
+    // The SDK's strict function tool reached the backend strict, and forced.
+    assert_eq!(sent[6]["tools"][0]["function"]["strict"], true, "{}", sent[6]);
+    assert_eq!(sent[6]["tool_choice"]["function"]["name"], "Place");
     assert_eq!((sent[9]["seed"].as_u64(), sent[9]["top_p"].as_f64()), (Some(7), Some(0.5)), "{}", sent[9]);
     assert!(sent[9].get("redraft").is_none());
 
