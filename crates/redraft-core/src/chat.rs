@@ -188,12 +188,14 @@ pub struct ChatResponse {
     pub finish_reason: Option<FinishReason>,
     /// Cost the proposer reported itself (command proposers); otherwise computed from prices.
     pub cost_usd: Option<f64>,
+    /// The model the server says answered (`gpt-4o-mini-2024-07-18`), when it says.
+    pub served_model: Option<String>,
 }
 
 impl ChatResponse {
     /// A response with only text.
     pub fn text(text: impl Into<String>) -> Self {
-        Self { text: text.into(), usage: None, finish_reason: None, cost_usd: None }
+        Self { text: text.into(), usage: None, finish_reason: None, cost_usd: None, served_model: None }
     }
 }
 
@@ -222,6 +224,12 @@ pub trait ChatProvider: Send + Sync + fmt::Debug {
     /// `None` when this provider does not speak that API.
     async fn forward_stream(&self, body: serde_json::Value) -> Option<Result<Forwarded, ProviderError>> {
         let _ = body;
+        None
+    }
+
+    /// The models the provider's server lists (OpenAI's `GET /models`: their ids, as the server
+    /// names them). `None` when this provider has no such list.
+    async fn list_models(&self) -> Option<Result<Vec<String>, ProviderError>> {
         None
     }
 

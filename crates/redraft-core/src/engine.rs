@@ -592,6 +592,7 @@ impl Engine {
             finish_reason: None,
             repeat_of: None,
             model: Some(self.plan.proposer(self.proposer).0.to_owned()),
+            served_model: None,
             temperature: self.temperature,
         }
     }
@@ -676,6 +677,7 @@ impl Engine {
             finish_reason: response.finish_reason,
             repeat_of,
             model: Some(model),
+            served_model: response.served_model,
             temperature: self.temperature,
         }
     }

@@ -65,6 +65,9 @@ pub struct AttemptRecord {
     /// The `provider/model` that proposed (it changes when fallback models are configured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The model the provider's server says answered (`gpt-4o-mini-2024-07-18`), when it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_model: Option<String>,
     /// The sampling temperature sent, when one was set (it rises after a repeated answer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,

@@ -187,6 +187,7 @@ impl Count {
             usage: Some(Usage { input_tokens: 0, output_tokens: 0 }),
             finish_reason: None,
             cost_usd: None,
+            served_model: None,
         };
         let wall_ms = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
         let end = AttemptEnd::Answered { response, candidate, verdict };

@@ -170,7 +170,8 @@ pub fn parse_message(body: &Value) -> Result<ChatResponse, String> {
     });
     let finish_reason =
         body.get("stop_reason").and_then(Value::as_str).filter(|s| !s.is_empty()).map(FinishReason::parse);
-    Ok(ChatResponse { text, usage, finish_reason, cost_usd: None })
+    let served_model = body.get("model").and_then(Value::as_str).filter(|m| !m.is_empty()).map(str::to_owned);
+    Ok(ChatResponse { text, usage, finish_reason, cost_usd: None, served_model })
 }
 
 #[async_trait::async_trait]

@@ -180,7 +180,7 @@ impl ChatProvider for CommandProvider {
             Some((u, c)) => (Some(u), c),
             None => (None, None),
         };
-        Ok(ChatResponse { text: out.stdout, usage, finish_reason: None, cost_usd })
+        Ok(ChatResponse { text: out.stdout, usage, finish_reason: None, cost_usd, served_model: None })
     }
 }
 

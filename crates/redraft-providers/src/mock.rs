@@ -172,6 +172,7 @@ impl ChatProvider for MockProvider {
                     usage: *usage,
                     finish_reason: finish_reason.as_deref().map(FinishReason::parse),
                     cost_usd: None,
+                    served_model: None,
                 })
             }
             MockReply::Error { error } => Err({

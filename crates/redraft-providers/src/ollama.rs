@@ -190,7 +190,8 @@ pub fn parse_chat(body: &Value) -> Result<ChatResponse, String> {
     let usage = input.zip(output).map(|(input_tokens, output_tokens)| Usage { input_tokens, output_tokens });
     let finish_reason =
         body.get("done_reason").and_then(Value::as_str).filter(|s| !s.is_empty()).map(FinishReason::parse);
-    Ok(ChatResponse { text, usage, finish_reason, cost_usd: None })
+    let served_model = body.get("model").and_then(Value::as_str).filter(|m| !m.is_empty()).map(str::to_owned);
+    Ok(ChatResponse { text, usage, finish_reason, cost_usd: None, served_model })
 }
 
 #[async_trait::async_trait]

@@ -125,6 +125,25 @@ impl OpenAiProvider {
         self.completion(answer).map(Forwarded::Whole)
     }
 
+    /// `GET /models`: the ids of `data`.
+    async fn models(&self) -> Result<Vec<String>, ProviderError> {
+        let url = format!("{}/models", self.config.base_url.trim_end_matches('/'));
+        let mut http = self.client.get(&url);
+        if let Some(key) = &self.config.api_key {
+            http = http.bearer_auth(key);
+        }
+        let response = http.send().await.map_err(|e| http::transport_error(&url, &e))?;
+        let answer = http::read_bounded(&url, response, self.config.max_response_bytes).await?;
+        if !answer.status.is_success() {
+            return Err(self.status_error(answer.status, &answer.headers, &answer.text()));
+        }
+        let list = http::parse_json(&url, &answer.body)?;
+        let ids = list["data"]
+            .as_array()
+            .map(|models| models.iter().filter_map(|m| m["id"].as_str()).map(str::to_owned).collect::<Vec<_>>());
+        ids.ok_or_else(|| ProviderError::InvalidResponse { url, message: "the list has no `data` array".into() })
+    }
+
     /// A whole chat completion, as long as it has a first choice.
     fn completion(&self, answer: Value) -> Result<Value, ProviderError> {
         if answer.pointer("/choices/0").is_some() {
@@ -195,7 +214,8 @@ pub fn parse_completion(body: &Value, tool: Option<&str>) -> Result<ChatResponse
         let output = u.get("completion_tokens").or_else(|| u.get("output_tokens")).and_then(Value::as_u64)?;
         Some(Usage { input_tokens: input, output_tokens: output })
     });
-    Ok(ChatResponse { text, usage, finish_reason, cost_usd: None })
+    let served_model = body.get("model").and_then(Value::as_str).filter(|m| !m.is_empty()).map(str::to_owned);
+    Ok(ChatResponse { text, usage, finish_reason, cost_usd: None, served_model })
 }
 
 #[async_trait::async_trait]
@@ -213,6 +233,10 @@ impl ChatProvider for OpenAiProvider {
     async fn forward(&self, mut body: Value) -> Option<Result<Value, ProviderError>> {
         body["model"] = json!(self.config.model);
         Some(self.post(&body).await.and_then(|answer| self.completion(answer)))
+    }
+
+    async fn list_models(&self) -> Option<Result<Vec<String>, ProviderError>> {
+        Some(self.models().await)
     }
 
     fn refused_parameter(&self, _name: &str) -> Option<String> {

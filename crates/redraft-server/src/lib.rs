@@ -29,6 +29,7 @@ mod gate;
 mod kinds;
 mod listener;
 mod metrics;
+mod models;
 pub mod openapi;
 mod ops;
 mod origin;
@@ -74,7 +75,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(kinds::list_kinds))
         .routes(routes!(kinds::show_kind))
         .routes(routes!(proxy::chat_completions))
-        .routes(routes!(proxy::models))
+        .routes(routes!(models::models))
         .routes(routes!(ops::healthz))
         .routes(routes!(ops::metrics))
         .routes(routes!(ops::viewer))
@@ -83,7 +84,7 @@ pub fn router(state: AppState) -> Router {
     let limit = state.config().server.max_body_bytes;
     api.route("/openapi.json", get(move || async move { Json(doc.as_ref().clone()) }))
         // A model's id may contain `/`: the rest of the path is the id.
-        .route("/v1/models/{*id}", get(proxy::model))
+        .route("/v1/models/{*id}", get(models::model))
         .fallback(|| async {
             ApiError::not_found("not_found", "no such endpoint; `GET /openapi.json` lists them").into_response()
         })

@@ -31,7 +31,7 @@ pub struct ErrorDetail {
 #[derive(Debug, utoipa::OpenApi)]
 #[openapi(
     // Routed by hand (its id may contain `/`, which a path parameter cannot hold): listed here.
-    paths(crate::proxy::model),
+    paths(crate::models::model),
     info(
         title = "redraft",
         description = "Bounded generate → check → feed back → retry loops around language models. Every run is recorded; every endpoint returns results in one shape (run_id, status, artifact, validation, history, metrics, escalation). Send `Authorization: Bearer TOKEN` when the server has tokens."

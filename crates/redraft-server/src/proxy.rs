@@ -1,4 +1,4 @@
-//! The OpenAI-compatible proxy: `POST /v1/chat/completions` and `GET /v1/models`.
+//! The OpenAI-compatible proxy: `POST /v1/chat/completions`.
 //!
 //! Without `response_format` (or with `text`) a request is passed through: one call to the
 //! model it names, answered in OpenAI's shape. With `response_format` `json_schema` (or
@@ -16,8 +16,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Json;
 use axum::body::{Body, Bytes};
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -604,7 +604,7 @@ async fn pass_through(
     };
     Ok(Answer {
         id: format!("chatcmpl-{}", redraft::new_run_id()),
-        model: call.model.to_owned(),
+        model: response.served_model.clone().unwrap_or_else(|| call.model.to_owned()),
         message: json!({"role": "assistant", "content": response.text}),
         finish_reason,
         prompt_tokens,
@@ -691,8 +691,11 @@ fn run_headers(run_id: &str) -> HeaderMap {
     headers
 }
 
-/// A run of the loop, finished: the accepted artifact as the answer.
+/// A run of the loop, finished: the accepted artifact as the answer, named after the model the
+/// backend says answered (else the one asked).
 fn checked(result: RunResult, model: String) -> Result<Answer, ApiError> {
+    let accepted = result.history.iter().rev().find(|a| a.status == redraft::core::AttemptStatus::Accepted);
+    let model = accepted.and_then(|a| a.served_model.clone()).unwrap_or(model);
     let run = json!({
         "run_id": result.run_id,
         "attempts": result.iterations,
@@ -912,69 +915,6 @@ fn frames(answer: Answer, include_usage: bool) -> Vec<Event> {
 fn pieces(text: &str) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     chars.chunks(CHUNK_CHARS).map(|c| c.iter().collect()).collect()
-}
-
-/// The models a client may name.
-#[utoipa::path(
-    get,
-    path = "/v1/models",
-    tag = "openai",
-    responses((status = 200, description = "OpenAI's model list: the configured default, fallback, judge and priced models", body = Object))
-)]
-pub async fn models(State(state): State<AppState>) -> Json<Value> {
-    let data: Vec<Value> = model_ids(&state).iter().map(|id| model_object(id)).collect();
-    Json(json!({"object": "list", "data": data}))
-}
-
-/// One model of the list, by id (`provider/model`; a bare name is the default provider's).
-#[utoipa::path(
-    get,
-    path = "/v1/models/{id}",
-    tag = "openai",
-    params(("id" = String, Path, description = "The model's id as `GET /v1/models` lists it, `/` included (`openai/gpt-4o-mini`)")),
-    responses(
-        (status = 200, description = "OpenAI's model object", body = Object),
-        (status = 404, description = "The server does not list this model", body = Object)
-    )
-)]
-pub async fn model(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
-    let config = state.config();
-    let ids = model_ids(&state);
-    let wanted = config.model_name(Some(&id)).unwrap_or_else(|_| id.clone());
-    match ids.iter().find(|listed| **listed == id || **listed == wanted) {
-        Some(listed) => Ok(Json(model_object(listed))),
-        None => Err(ApiError::not_found(
-            "model_not_found",
-            format!("the model `{id}` is not one this server lists; `GET /v1/models` lists them"),
-        )
-        .openai()),
-    }
-}
-
-/// The configured default, fallback, judge and priced models, each once, as `provider/model`.
-fn model_ids(state: &AppState) -> Vec<String> {
-    let config = state.config();
-    let mut names: Vec<String> = Vec::new();
-    let candidates = config
-        .default_model
-        .iter()
-        .chain(config.fallback_models.iter())
-        .chain(config.judge_model.iter())
-        .chain(config.models.keys());
-    for name in candidates {
-        if let Ok(full) = config.model_name(Some(name))
-            && !names.contains(&full)
-        {
-            names.push(full);
-        }
-    }
-    names
-}
-
-/// OpenAI's model object for `id`.
-fn model_object(id: &str) -> Value {
-    let owner = id.split_once('/').map_or("redraft", |(p, _)| p);
-    json!({"id": id, "object": "model", "created": 0, "owned_by": owner})
 }
 
 #[cfg(test)]

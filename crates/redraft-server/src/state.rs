@@ -32,6 +32,7 @@ struct Inner {
     hooks: Arc<ServerHooks>,
     tokens: Vec<String>,
     shutdown: CancellationToken,
+    backend_models: crate::models::BackendModels,
 }
 
 /// What the executor tells the server about the runs it executes: they are live (events,
@@ -111,12 +112,18 @@ impl AppState {
                 hooks,
                 tokens: tokens.into_iter().map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()).collect(),
                 shutdown: CancellationToken::new(),
+                backend_models: crate::models::BackendModels::default(),
             }),
         })
     }
 
     pub fn config(&self) -> &Config {
         &self.inner.executor.parts().config
+    }
+
+    /// The OpenAI-compatible backends' own model lists, as last asked.
+    pub(crate) fn backend_models(&self) -> &crate::models::BackendModels {
+        &self.inner.backend_models
     }
 
     pub fn store(&self) -> Arc<dyn Store> {

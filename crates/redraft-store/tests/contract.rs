@@ -185,6 +185,7 @@ fn attempt(iteration: u32, score: f64, artifact: Option<Value>) -> AttemptRecord
         finish_reason: Some(FinishReason::Stop),
         repeat_of: None,
         model: Some("local/qwen".into()),
+        served_model: Some("qwen2.5-7b-instruct-q4".into()),
         temperature: Some(0.2),
     }
 }

@@ -25,6 +25,9 @@ use crate::model::Model;
 pub struct Config {
     /// `provider/model` used when a request names none.
     pub default_model: Option<String>,
+    /// The provider of a model named without one (`gpt-4o-mini`). By default, the default
+    /// model's provider; without a default model, `openai` when `OPENAI_BASE_URL` is set.
+    pub default_provider: Option<String>,
     /// The model of `score:` and `llm:` judges. By default, none (those evaluators then refuse
     /// to start).
     pub judge_model: Option<String>,
@@ -182,6 +185,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             default_model: None,
+            default_provider: None,
             judge_model: None,
             fallback_models: Vec::new(),
             temperature_step: 0.3,
@@ -209,6 +213,7 @@ pub const DEFAULT_CONFIG: &str = include_str!("default.toml");
 /// Keys that `REDRAFT_<KEY>` environment variables override, and where they live.
 const ENV_KEYS: &[(&str, &[&str])] = &[
     ("default_model", &["default_model"]),
+    ("default_provider", &["default_provider"]),
     ("model", &["default_model"]),
     ("judge_model", &["judge_model"]),
     ("fallback_models", &["fallback_models"]),
@@ -327,10 +332,18 @@ impl Config {
             merge(&mut merged, table);
         }
         merge(&mut merged, env_table()?);
-        Config::deserialize(toml::Value::Table(merged)).map_err(|e| ConfigError::Parse {
+        let mut config = Config::deserialize(toml::Value::Table(merged)).map_err(|e| ConfigError::Parse {
             path: files.last().cloned().unwrap_or_else(|| PathBuf::from("REDRAFT_* environment variables")),
             message: e.to_string(),
-        })
+        })?;
+        // An OpenAI-compatible server named by the environment alone takes bare model names.
+        if config.default_provider.is_none()
+            && config.default_model.is_none()
+            && std::env::var_os("OPENAI_BASE_URL").is_some_and(|v| !v.is_empty())
+        {
+            config.default_provider = Some("openai".into());
+        }
+        Ok(config)
     }
 
     /// The model to use: `requested`, else `default_model`.
@@ -339,9 +352,15 @@ impl Config {
         if name.contains('/') {
             return Ok(name);
         }
-        // A bare model name goes to the default model's provider.
-        match self.default_model.as_deref().and_then(|d| d.split_once('/')) {
-            Some((provider, _)) => Ok(format!("{provider}/{name}")),
+        // A bare model name goes to the default provider, else to the default model's.
+        let provider = self
+            .default_provider
+            .as_deref()
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .or_else(|| self.default_model.as_deref().and_then(|d| d.split_once('/')).map(|(p, _)| p));
+        match provider {
+            Some(provider) => Ok(format!("{provider}/{name}")),
             None => Err(ConfigError::BareModel { name }),
         }
     }
@@ -615,6 +634,10 @@ api_key_env = "OLLAMA_API_KEY"
         let c = Config::default();
         assert!(matches!(c.model_name(None), Err(ConfigError::NoModel)));
         assert!(matches!(c.model_name(Some("gpt-4o")), Err(ConfigError::BareModel { .. })));
+        let named = |text: &str| Config::parse(text, Path::new("r.toml")).unwrap().model_name(Some("m")).unwrap();
+        assert_eq!(named("default_provider = \"local\"\n"), "local/m");
+        assert_eq!(named("default_model = \"a/b\"\n"), "a/m", "the default model's provider");
+        assert_eq!(named("default_model = \"a/b\"\ndefault_provider = \"c\"\n"), "c/m", "the default provider first");
         let err = c.model("nope/x").err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("`nope`") && err.contains("openai"), "{err}");
         assert_eq!(c.model("anthropic/claude-x").unwrap().provider.name(), "anthropic/claude-x");

@@ -22,7 +22,9 @@ pub enum ConfigError {
         "no model is named\nhint: pass `--model provider/model` (e.g. `openai/gpt-4o-mini`, `mock/replies.jsonl`) or set `default_model` in redraft.toml"
     )]
     NoModel,
-    #[error("`{name}` does not name a provider\nhint: write the model as `provider/model`, e.g. `openai/{name}`")]
+    #[error(
+        "`{name}` does not name a provider\nhint: write the model as `provider/model`, e.g. `openai/{name}`, or set `default_provider` in redraft.toml"
+    )]
     BareModel { name: String },
     #[error("unknown provider `{provider}`\nhint: use one of {}, or add `[providers.{provider}]` to redraft.toml", known.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "))]
     UnknownProvider { provider: String, known: Vec<String> },

@@ -299,3 +299,36 @@ async fn the_same_loop_works_with_anthropic_and_ollama() {
     assert_eq!(result["history"][0]["tokens_in"], 100);
     assert_eq!(llama.bodies().await[0]["stream"], false);
 }
+
+#[tokio::test]
+async fn a_bare_model_name_goes_to_openai_when_only_its_base_url_is_set() {
+    let s = setup(vec![reply(r#"{"city": "Toledo", "state": "OH"}"#)]).await;
+    let mut cmd = redraft(s.dir.path());
+    cmd.env("OPENAI_BASE_URL", s.server.base_url()).env("OPENAI_API_KEY", "sk-test").args([
+        "run",
+        "--model",
+        "gpt-4o-mini",
+        "--schema",
+        "schema.json",
+        "--prompt",
+        "Where is contract C-7?",
+    ]);
+    let out = output(cmd).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(s.server.bodies().await[0]["model"], "gpt-4o-mini");
+
+    // Without that variable nothing names a provider: a usage error that says how to name one.
+    let mut cmd = redraft(s.dir.path());
+    cmd.args(["run", "--model", "gpt-4o-mini", "--schema", "schema.json", "--prompt", "p"]);
+    let out = output(cmd).await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("openai/gpt-4o-mini") && out.stderr.contains("default_provider"), "{}", out.stderr);
+
+    // `default_provider` in the config names it.
+    write(s.dir.path(), "redraft.toml", "default_provider = \"local\"\n[providers.local]\ntype = \"openai\"\n");
+    let mut cmd = redraft(s.dir.path());
+    cmd.env("LOCAL_API_KEY", "x").args(["config", "show"]);
+    let out = output(cmd).await;
+    assert!(out.stdout.contains("default_provider = \"local\""), "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(s.requests().await, 1);
+}

@@ -57,7 +57,7 @@ pub fn answer_with(
     };
     let candidate = engine.candidate(raw);
     let verdict = candidate.artifact.as_ref().map(&check);
-    let response = ChatResponse { text: raw.to_owned(), usage, finish_reason: None, cost_usd: None };
+    let response = ChatResponse { usage, ..ChatResponse::text(raw) };
     engine
         .settle(AttemptOutcome {
             iteration,

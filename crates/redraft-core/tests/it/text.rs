@@ -275,8 +275,7 @@ fn an_answer_cut_off_at_the_token_limit_is_told_so() {
     let raw = r#"{"city": "Louisville", "notes": ["a", "a", "a""#;
     let candidate = e.candidate(raw);
     let verdict = candidate.artifact.as_ref().map(city_check);
-    let response =
-        ChatResponse { text: raw.into(), usage: None, finish_reason: Some(FinishReason::Length), cost_usd: None };
+    let response = ChatResponse { finish_reason: Some(FinishReason::Length), ..ChatResponse::text(raw) };
     e.settle(AttemptOutcome {
         iteration,
         request_chars: request.chars(),

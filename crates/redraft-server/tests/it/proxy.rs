@@ -442,3 +442,62 @@ async fn a_passed_through_request_the_backend_refuses_keeps_its_status_and_reaso
     let a = h.call("POST", "/v1/chat/completions", Some(json!({"model": "fake/m", "messages": ask}))).await;
     assert_eq!(a.status, 502, "{}", a.text);
 }
+
+/// An OpenAI-compatible backend's own models are listed too (`provider/model`), and found by id;
+/// a backend that cannot list them leaves only the configured ones.
+#[tokio::test]
+async fn models_lists_what_the_backend_lists_too() {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let backend = MockServer::start().await;
+    let list = json!({"object": "list", "data": [{"id": "m", "object": "model"}, {"id": "m-mini-2026", "object": "model"}, {"id": "org/embed", "object": "model"}]});
+    Mock::given(method("GET"))
+        .and(path("/v1/models"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(list))
+        .expect(1)
+        .mount(&backend)
+        .await;
+    let url = format!("{}/v1", backend.uri());
+    let h =
+        crate::harness_with(vec![], vec![], move |c| c.providers.get_mut("fake").unwrap().base_url = Some(url)).await;
+    let a = h.call("GET", "/v1/models", None).await;
+    let ids: Vec<&str> = a.json["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["fake/m", "fake/m-mini-2026", "fake/org/embed"], "the configured one once, then the backend's");
+    // Found by id, and asked for once a minute at most (`expect(1)`).
+    let a = h.call("GET", "/v1/models/fake/org/embed", None).await;
+    assert_eq!((a.status, a.json["owned_by"].as_str()), (200, Some("fake")), "{}", a.text);
+    let a = h.call("GET", "/v1/models/m-mini-2026", None).await;
+    assert_eq!(a.json["id"], "fake/m-mini-2026", "a bare name is the default provider's: {}", a.text);
+
+    // The default fake answers only chat completions: its list is left out, not an error.
+    let h = crate::harness(vec![]).await;
+    let a = h.call("GET", "/v1/models", None).await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.json["data"].as_array().unwrap().len(), 1, "{}", a.text);
+}
+
+/// The answer names the model the backend says answered, as OpenAI's own answers do (a dated
+/// snapshot), checked or passed through; without one, the model asked for.
+#[tokio::test]
+async fn the_answer_names_the_model_the_backend_says_answered() {
+    let dated = |content: &str| {
+        let mut body = redraft_testkit::completion(content);
+        body["model"] = json!("m-2026-01-15");
+        Reply::new(200).set_body_json(body)
+    };
+    let h =
+        harness(vec![dated(r#"{"town": "Toledo"}"#), dated(r#"{"city": "Toledo"}"#), reply(r#"{"city": "Toledo"}"#)])
+            .await;
+    let a = h
+        .call("POST", "/v1/chat/completions", Some(checked(json!([{"role": "user", "content": "Which city?"}]))))
+        .await;
+    assert_eq!((a.status, a.json["model"].as_str()), (200, Some("m-2026-01-15")), "{}", a.text);
+    let run_id = a.header("x-redraft-run-id").unwrap();
+    let stored = h.state.store().run(run_id).await.unwrap().unwrap();
+    assert_eq!(stored.attempts[1].served_model.as_deref(), Some("m-2026-01-15"), "recorded with the attempt");
+    assert_eq!(stored.attempts[1].model.as_deref(), Some("fake/m"));
+    let a = h
+        .call("POST", "/v1/chat/completions", Some(checked(json!([{"role": "user", "content": "Which city?"}]))))
+        .await;
+    assert_eq!(a.json["model"], "fake/m", "the backend named none: {}", a.text);
+}

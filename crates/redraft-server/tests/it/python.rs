@@ -81,7 +81,7 @@ async fn the_official_openai_client_gets_schema_valid_json() {
         assert!(stdout.lines().any(|l| l == expected), "missing `{expected}` in:\n{stdout}");
     }
     assert!(stdout.lines().any(|l| l.starts_with(r#"streamed: ok {"city": "Toledo", "state": "OH"}"#)), "{stdout}");
-    assert_eq!(upstream.calls().await, 10, "2 + 1 + 3 + 2 + 1 + 1 attempts, nothing more");
+    assert_eq!(upstream.calls().await, 11, "2 + 1 + 3 + 2 + 1 + 1 attempts and one list of models, nothing more");
     let sent = upstream.bodies().await;
     // The SDK's strict function tool reached the backend strict, and forced.
     assert_eq!(sent[6]["tools"][0]["function"]["strict"], true, "{}", sent[6]);
