@@ -56,6 +56,10 @@ pub struct ChatRequest {
     /// Checked beforehand against [`ChatProvider::refused_parameter`]. By default, none.
     #[serde(skip_serializing_if = "no_parameters", serialize_with = "parameters_as_is")]
     pub parameters: Parameters,
+    /// The JSON Schema the answer must match, for providers that can constrain decoding to it
+    /// (`native_response_format`); the prompt shows it too. `None` for text, or a function call.
+    #[serde(skip)]
+    pub schema: Option<Arc<serde_json::Value>>,
 }
 
 fn no_parameters(parameters: &Parameters) -> bool {
@@ -117,6 +121,7 @@ impl ChatRequest {
             max_iterations: 1,
             tool: None,
             parameters: Parameters::default(),
+            schema: None,
         }
     }
 

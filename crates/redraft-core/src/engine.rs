@@ -427,6 +427,7 @@ impl Engine {
             max_iterations: self.plan.policy.max_iterations,
             tool: self.plan.tool.clone(),
             parameters: self.plan.parameters.clone(),
+            schema: self.plan.schema.clone().filter(|_| self.plan.mode == Mode::Structured && self.plan.tool.is_none()),
         }
     }
 

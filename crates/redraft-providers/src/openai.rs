@@ -27,6 +27,17 @@ pub struct OpenAiConfig {
     /// The largest answer read, in bytes; a longer one is [`ProviderError::ResponseTooLarge`].
     /// By default, [`crate::DEFAULT_MAX_RESPONSE_BYTES`] (4 MiB).
     pub max_response_bytes: usize,
+    /// Also send the request's schema as `response_format` (constrained decoding). A server
+    /// that refuses it (HTTP 400/422 on the request with it, success without) is asked without
+    /// it from then on, in this process. By default, `false`.
+    pub native_response_format: bool,
+}
+
+/// The servers (base URL and model) that refused `response_format`, in this process.
+fn refused_native() -> &'static std::sync::Mutex<std::collections::HashSet<String>> {
+    static REFUSED: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<String>>> =
+        std::sync::OnceLock::new();
+    REFUSED.get_or_init(Default::default)
 }
 
 /// The default base URL when neither config nor `OPENAI_BASE_URL` names one.
@@ -48,7 +59,19 @@ impl OpenAiProvider {
         Ok(Self { config, url, client })
     }
 
-    fn body(&self, request: &ChatRequest) -> Value {
+    /// Whether this request goes with the schema as `response_format`.
+    fn native(&self, request: &ChatRequest) -> bool {
+        self.config.native_response_format
+            && request.schema.is_some()
+            && request.tool.is_none()
+            && !refused_native().lock().map(|r| r.contains(&self.native_key())).unwrap_or(false)
+    }
+
+    fn native_key(&self) -> String {
+        format!("{} {}", self.url, self.config.model)
+    }
+
+    fn body(&self, request: &ChatRequest, native: bool) -> Value {
         let messages: Vec<Value> = request
             .messages
             .iter()
@@ -74,6 +97,10 @@ impl OpenAiProvider {
             for (name, value) in request.parameters.iter() {
                 object.entry(name.clone()).or_insert_with(|| value.clone());
             }
+        }
+        if native && let Some(schema) = &request.schema {
+            body["response_format"] =
+                json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": schema.as_ref()}});
         }
         if let Some(tool) = &request.tool {
             let mut function = json!({"name": tool.name, "parameters": tool.parameters});
@@ -225,7 +252,23 @@ impl ChatProvider for OpenAiProvider {
     }
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
-        let body = self.post(&self.body(request)).await?;
+        let native = self.native(request);
+        let body = match self.post(&self.body(request, native)).await {
+            Err(ProviderError::Status { status: 400 | 422, body: why, .. }) if native => {
+                // Refused with the schema: ask again without; if that is answered, the server
+                // cannot take it, and is not sent it again.
+                let body = self.post(&self.body(request, false)).await?;
+                if let Ok(mut refused) = refused_native().lock() {
+                    refused.insert(self.native_key());
+                }
+                tracing::warn!(
+                    model = %self.config.name,
+                    "the server refused the schema as `response_format` ({why}); asking without it (`native_response_format`)"
+                );
+                body
+            }
+            other => other?,
+        };
         parse_completion(&body, request.tool.as_ref().map(|t| t.name.as_str()))
             .map_err(|message| ProviderError::InvalidResponse { url: self.url.clone(), message })
     }

@@ -286,6 +286,11 @@ pub struct ProviderConfig {
     /// longer one ends the attempt with a `response_too_large` issue. By default, 4 MiB
     /// (4194304), also for providers built from environment variables alone.
     pub max_response_bytes: Option<usize>,
+    /// `openai` only: also send the run's schema as `response_format`, for servers that
+    /// constrain decoding to it (OpenAI, vLLM, llama.cpp). Every evaluator still runs; a server
+    /// that refuses it is asked without it from then on, with a warning. By default, `false`.
+    #[serde(default)]
+    pub native_response_format: bool,
 }
 
 impl Config {
@@ -438,6 +443,7 @@ impl Config {
                     api_key_env,
                     request_timeout: timeout,
                     max_response_bytes,
+                    native_response_format: named.is_some_and(|p| p.native_response_format),
                 })?)
             }
             ProviderType::Mock => {

@@ -36,6 +36,7 @@ impl Api {
                     api_key_env: "OPENAI_API_KEY".into(),
                     request_timeout,
                     max_response_bytes,
+                    native_response_format: false,
                 })
                 .unwrap(),
             ),

@@ -111,3 +111,16 @@ async fn per_request_options_are_checked_and_kept_within_the_servers_limits() {
     assert!(a.text.contains("applies to checked requests"), "{}", a.text);
     assert_eq!(h.model.calls().await, 0);
 }
+
+#[tokio::test]
+async fn with_native_response_format_the_backend_gets_the_schema_and_redraft_still_checks() {
+    let h = harness_with(vec![reply(r#"{"town": "Toledo"}"#), reply(r#"{"city": "Toledo"}"#)], vec![], |c| {
+        c.providers.get_mut("fake").unwrap().native_response_format = true;
+    })
+    .await;
+    let a = h.call("POST", "/v1/chat/completions", Some(checked(json!({})))).await;
+    assert_eq!((a.status, a.header("x-redraft-attempts")), (200, Some("2")), "{}", a.text);
+    let sent = h.model.bodies().await;
+    let expected: Value = serde_json::from_str(CITY_SCHEMA).unwrap();
+    assert!(sent.iter().all(|b| b["response_format"]["json_schema"]["schema"] == expected), "{sent:?}");
+}

@@ -8,6 +8,10 @@ use serde_json::{Value, json};
 use redraft_testkit::*;
 
 fn model(server: &FakeOpenAi) -> Model {
+    model_with(server, false)
+}
+
+fn model_with(server: &FakeOpenAi, native_response_format: bool) -> Model {
     Model::new(
         OpenAiProvider::new(OpenAiConfig {
             name: "openai/fake".into(),
@@ -17,6 +21,7 @@ fn model(server: &FakeOpenAi) -> Model {
             api_key_env: "OPENAI_API_KEY".into(),
             request_timeout: Duration::from_secs(10),
             max_response_bytes: redraft::providers::DEFAULT_MAX_RESPONSE_BYTES,
+            native_response_format,
         })
         .unwrap(),
     )
@@ -285,4 +290,50 @@ async fn the_result_json_has_exactly_the_spec_shape() {
         result.artifact_sha256.unwrap(),
         redraft::core::canonical::sha256_hex(r#"{"city":"Toledo","state":"OH"}"#)
     );
+}
+
+/// `native_response_format`: the schema goes as `response_format` with every attempt (the
+/// decoder's shape), and the loop's own checks still run on what comes back.
+#[tokio::test]
+async fn the_schema_goes_as_response_format_and_every_check_still_runs() {
+    let server = FakeOpenAi::start(vec![
+        reply(r#"{"city": "Louisville", "state": "KY"}"#),
+        reply(r#"{"city": "Toledo", "state": "OH"}"#),
+    ])
+    .await;
+    let result = runner(&model_with(&server, true)).run("Where is contract C-7?").await.unwrap();
+    let statuses: Vec<_> = result.history.iter().map(|a| a.status.as_str()).collect();
+    assert_eq!(statuses, ["rejected", "accepted"], "the rule still runs");
+    for body in server.bodies().await {
+        assert_eq!(body["response_format"]["type"], "json_schema", "{body}");
+        assert_eq!(body["response_format"]["json_schema"]["schema"], schema(), "{body}");
+    }
+    // Off by default.
+    let server = FakeOpenAi::start(vec![reply(r#"{"city": "Toledo", "state": "OH"}"#)]).await;
+    runner(&model(&server)).run("Where is contract C-7?").await.unwrap();
+    assert!(server.bodies().await[0].get("response_format").is_none());
+}
+
+/// A server that refuses `response_format` is asked again without it, and not sent it again:
+/// the run goes on by prompting.
+#[tokio::test]
+async fn a_server_that_refuses_response_format_is_asked_without_it_from_then_on() {
+    let refused = Reply::new(400).set_body_json(json!({"error": {"message": "response_format is not supported"}}));
+    let server = FakeOpenAi::start(vec![
+        refused,
+        reply(r#"{"city": "Louisville", "state": "KY"}"#),
+        reply(r#"{"city": "Toledo", "state": "OH"}"#),
+        reply(r#"{"city": "Toledo", "state": "OH"}"#),
+    ])
+    .await;
+    let model = model_with(&server, true);
+    let result = runner(&model).run("Where is contract C-7?").await.unwrap();
+    assert_eq!(result.halted_because, HaltReason::Success);
+    assert_eq!(result.iterations, 2, "the refusal cost no attempt");
+    let asked = |b: &Value| b.get("response_format").is_some();
+    let bodies = server.bodies().await;
+    assert_eq!(bodies.iter().map(asked).collect::<Vec<_>>(), [true, false, false]);
+    // Another run on the same server: asked without it at once.
+    runner(&model).run("Where is contract C-7?").await.unwrap();
+    assert!(!asked(&server.bodies().await[3]));
 }
