@@ -34,6 +34,7 @@ pub mod openapi;
 mod ops;
 mod origin;
 mod proxy;
+mod responses;
 mod runs;
 mod serve;
 mod state;
@@ -75,6 +76,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(kinds::list_kinds))
         .routes(routes!(kinds::show_kind))
         .routes(routes!(proxy::chat_completions))
+        .routes(routes!(responses::responses))
         .routes(routes!(models::models))
         .routes(routes!(ops::healthz))
         .routes(routes!(ops::metrics))

@@ -212,7 +212,12 @@ async fn complete(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let bytes = body.map_err(|r| read_error(&r, state, Flavor::OpenAi))?;
-    let mut req: CompletionRequest = parse(&bytes)?;
+    complete_bytes(state, headers, &bytes).await
+}
+
+/// A chat completion request's body, answered (a completion, or a stream of chunks).
+pub(crate) async fn complete_bytes(state: &AppState, headers: &HeaderMap, bytes: &Bytes) -> Result<Response, ApiError> {
+    let mut req: CompletionRequest = parse(bytes)?;
     let options = run_options(req.redraft.take(), headers)?;
     if req.n.is_some_and(|n| n != 1) {
         return Err(ApiError::bad_request("unsupported", "`n` other than 1 is not supported by the redraft proxy"));
@@ -251,7 +256,7 @@ async fn complete(
                     ),
                 ));
             }
-            let mut raw: Value = parse(&bytes)?;
+            let mut raw: Value = parse(bytes)?;
             if let Some(object) = raw.as_object_mut() {
                 object.remove("redraft");
             }

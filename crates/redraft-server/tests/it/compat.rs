@@ -85,7 +85,7 @@ async fn instructor_in_every_openai_mode() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pydantic_ai_default_native_prompted_and_a_function_tool() {
+async fn pydantic_ai_default_native_prompted_a_function_tool_and_the_openai_shorthand() {
     let (stdout, sent) = run("compat_pydantic_ai.py").await;
     // Every output mode checked by redraft: PydanticAI made one request each.
     assert_lines(
@@ -95,9 +95,10 @@ async fn pydantic_ai_default_native_prompted_and_a_function_tool() {
             "NativeOutput: ok requests=1",
             "PromptedOutput: ok requests=1",
             "function tool: ok tool called and answered",
+            "openai: shorthand (Responses API): ok requests=1",
         ],
     );
-    assert_eq!(sent.len(), 8, "two calls per mode");
+    assert_eq!(sent.len(), 10, "two calls per mode:\n{stdout}");
     // The default output is a forced call of `final_result`, checked: retried with feedback.
     assert_eq!(sent[1]["tool_choice"]["function"]["name"], "final_result");
     assert!(sent[1]["messages"].to_string().contains("Attempt 2 of 3"), "{}", sent[1]);
@@ -121,4 +122,26 @@ async fn langchain_structured_output_bind_tools_and_stream() {
     // then "Attempt 2 of 3"); the chosen tool: asked, then its result; the stream: one ask.
     let retried = sent.iter().filter(|b| b["messages"].to_string().contains("Attempt 2 of 3")).count();
     assert_eq!((sent.len(), retried), (11, 4));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openai_clients_responses_api() {
+    let (stdout, sent) = run("compat_openai_responses.py").await;
+    assert_lines(
+        &stdout,
+        &[
+            "create json_schema: ok redraft attempts=2",
+            "parse: ok redraft attempts=2",
+            "stream: ok 9 events",
+            "forced function: ok redraft attempts=2",
+            "text: ok passed through",
+            "refused: ok previous_response_id",
+        ],
+    );
+    // Four checked requests of two attempts, one passed through; the refused one sent nothing.
+    assert_eq!(sent.len(), 9, "{stdout}");
+    // `instructions` became the system message; the forced function reached the backend as a
+    // chat completions tool.
+    assert_eq!(sent[0]["messages"][0], serde_json::json!({"role": "system", "content": "You extract people."}));
+    assert_eq!(sent[6]["tool_choice"]["function"]["name"], "Person", "{}", sent[6]);
 }

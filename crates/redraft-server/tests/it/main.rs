@@ -15,6 +15,7 @@ mod openapi;
 mod proxy;
 mod proxy_options;
 mod python;
+mod responses;
 mod runs;
 mod streaming;
 

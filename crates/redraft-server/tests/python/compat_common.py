@@ -16,6 +16,8 @@ class Person(pydantic.BaseModel):
 
 
 EXPECTED = Person(name="Yuki Tanaka", age=27)
+# How the backend's wrong first answer in text begins.
+PROSE_START = "Sure!"
 
 
 def is_expected(person):

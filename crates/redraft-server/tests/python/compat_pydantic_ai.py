@@ -4,6 +4,8 @@ answers each conversation wrongly first.
 
 Usage: compat_pydantic_ai.py BASE_URL API_KEY"""
 
+import os
+
 from pydantic_ai import Agent, NativeOutput, PromptedOutput
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
@@ -35,7 +37,16 @@ def weather_tool():
     return "tool called and answered"
 
 
+def shorthand():
+    # `openai:` names OpenAI's Responses API model, configured from the environment.
+    os.environ["OPENAI_BASE_URL"], os.environ["OPENAI_API_KEY"] = base_url, api_key
+    result = Agent("openai:fake/m", output_type=Person, retries=2).run_sync(PROMPT)
+    assert is_expected(result.output), result.output
+    return f"requests={result.usage().requests}"
+
+
 check("default (tool output)", structured(Person))
 check("NativeOutput", structured(NativeOutput(Person)))
 check("PromptedOutput", structured(PromptedOutput(Person)))
 check("function tool", weather_tool)
+check("openai: shorthand (Responses API)", shorthand)
