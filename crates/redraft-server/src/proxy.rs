@@ -233,10 +233,13 @@ pub(crate) async fn complete_bytes(state: &AppState, headers: &HeaderMap, bytes:
     let max_tokens = req.max_tokens.or(req.max_completion_tokens);
     let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
     let checked_format = !matches!(req.response_format, None | Some(ResponseFormat::Text));
-    if checked_format && defines_tools {
+    // With a forced function the answer is a call, checked against the function's parameters:
+    // a `response_format` (the shape of text) has nothing to apply to. With tools the model may
+    // choose, an answer could be either: not served.
+    if checked_format && defines_tools && forced.is_none() {
         return Err(ApiError::bad_request(
             "unsupported",
-            "`response_format` together with `tools` is not supported by the redraft proxy: force the function (`tool_choice`) to have its arguments checked, or drop `response_format` to pass the tools through",
+            "`response_format` together with `tools` the model may choose is not supported by the redraft proxy: force the function (`tool_choice`) to have its arguments checked, or drop `response_format` to pass the tools through",
         ));
     }
     let (spec, call) = match (req.response_format, forced) {

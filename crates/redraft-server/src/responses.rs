@@ -169,7 +169,9 @@ fn to_chat(request: &Map<String, Value>) -> Result<Value, ApiError> {
                     }
                     Value::String(_) => value.clone(),
                     other => {
-                        return Err(unsupported(format!("`tool_choice` {other} is not supported by the redraft proxy")));
+                        return Err(unsupported(format!(
+                            "`tool_choice` {other} is not supported by the redraft proxy"
+                        )));
                     }
                 };
                 chat.insert("tool_choice".into(), choice);

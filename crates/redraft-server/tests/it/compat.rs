@@ -15,13 +15,18 @@ use crate::{config, write_kind};
 /// Run `script` against a fresh server over a fresh [`FirstWrong`] backend; its stdout, and the
 /// requests the backend got.
 async fn run(script: &str) -> (String, Vec<serde_json::Value>) {
+    run_with(script, |_| {}).await
+}
+
+/// [`run`], with the server's config changed by `tweak`.
+async fn run_with(script: &str, tweak: impl FnOnce(&mut redraft::config::Config)) -> (String, Vec<serde_json::Value>) {
     let python = python();
     let backend = FirstWrong::start().await;
     let dir = tempfile::tempdir().unwrap();
     write_kind(dir.path());
-    let server = Server::bind(config(&backend.base_url(), dir.path()), Some("127.0.0.1:0"), vec!["test-token".into()])
-        .await
-        .unwrap();
+    let mut config = config(&backend.base_url(), dir.path());
+    tweak(&mut config);
+    let server = Server::bind(config, Some("127.0.0.1:0"), vec!["test-token".into()]).await.unwrap();
     let addr = server.local_addr().unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
     let serving = tokio::spawn(server.run(stop.clone().cancelled_owned()));
@@ -77,10 +82,13 @@ async fn instructor_in_every_openai_mode() {
             "JSON: ok redraft attempts=2",
             "JSON_SCHEMA: ok redraft attempts=2",
             "MD_JSON: ok client",
+            "JSON_O1: ok redraft attempts=2",
+            "FUNCTIONS: ok redraft attempts=2",
             "PARALLEL_TOOLS: ok client",
+            "RESPONSES_TOOLS: ok redraft attempts=2",
         ],
     );
-    assert_eq!(asks_and_retries(&sent), (6, 6), "one wrong answer and one retry per mode");
+    assert_eq!(asks_and_retries(&sent), (9, 9), "one wrong answer and one retry per mode");
     assert_eq!(sent[0]["tool_choice"]["function"]["name"], "Person", "TOOLS forces its function");
 }
 
@@ -144,4 +152,12 @@ async fn the_openai_clients_responses_api() {
     // chat completions tool.
     assert_eq!(sent[0]["messages"][0], serde_json::json!({"role": "system", "content": "You extract people."}));
     assert_eq!(sent[6]["tool_choice"]["function"]["name"], "Person", "{}", sent[6]);
+}
+
+/// More concurrent requests than run slots: the rest wait in the queue and none is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_concurrent_async_requests_wait_for_four_slots() {
+    let (stdout, sent) = run_with("compat_openai_async.py", |c| c.server.max_concurrent_runs = 4).await;
+    assert_lines(&stdout, &["async x50: ok 50 valid, 2 attempts each"]);
+    assert_eq!(sent.len(), 100, "a wrong answer and a retry each, nothing more");
 }

@@ -33,7 +33,18 @@ def parallel():
     return "client"
 
 
+def responses_tools():
+    client = instructor.from_openai(openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0),
+                                    mode=instructor.Mode.RESPONSES_TOOLS)
+    person, response = client.responses.create_with_completion(
+        model="fake/m", response_model=Person, input=MESSAGES, max_retries=2)
+    assert is_expected(person), person
+    return who_retried(response)
+
+
 for mode in (instructor.Mode.TOOLS, instructor.Mode.TOOLS_STRICT, instructor.Mode.JSON,
-             instructor.Mode.JSON_SCHEMA, instructor.Mode.MD_JSON):
+             instructor.Mode.JSON_SCHEMA, instructor.Mode.MD_JSON, instructor.Mode.JSON_O1,
+             instructor.Mode.FUNCTIONS):
     check(mode.name, one(mode))
 check("PARALLEL_TOOLS", parallel)
+check("RESPONSES_TOOLS", responses_tools)
