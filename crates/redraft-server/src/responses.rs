@@ -48,6 +48,7 @@ const COMPLETION_LIMIT: usize = 64 * 1024 * 1024;
         (status = 400, description = "Malformed request, or a feature the proxy does not serve (named)", body = ErrorBody),
         (status = 422, description = "No valid answer within the policy", body = ErrorBody),
         (status = 502, description = "The model's server failed", body = ErrorBody),
+        (status = 503, description = "The queue is full, or the run waited `[queue] max_wait` for a slot (see `Retry-After`)", body = ErrorBody),
     )
 )]
 pub async fn responses(

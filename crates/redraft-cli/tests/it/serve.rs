@@ -226,3 +226,48 @@ async fn with_tokens_it_listens_anywhere_and_asks_for_one() {
     let (code, rest) = server.exit().await;
     assert_eq!(code, Some(0), "{rest}");
 }
+
+/// With no config at all, only `OPENAI_BASE_URL`: the backend's models are listed, and a bare
+/// model name goes to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_env_only_setup_lists_the_backends_models_and_takes_bare_names() {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let backend = MockServer::start().await;
+    let list = json!({"object": "list", "data": [{"id": "gpt-4o-mini", "object": "model"}, {"id": "qwen2.5-7b", "object": "model"}]});
+    Mock::given(method("GET"))
+        .and(path("/v1/models"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(list))
+        .mount(&backend)
+        .await;
+    let mut answer = redraft_testkit::completion(r#"{"city": "Toledo"}"#);
+    answer["model"] = json!("gpt-4o-mini-2024-07-18");
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(answer))
+        .mount(&backend)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let base_url = format!("{}/v1", backend.uri());
+    let server = serve(dir.path(), &[("OPENAI_BASE_URL", &base_url), ("OPENAI_API_KEY", "sk-test")], "127.0.0.1:0");
+    let models = server.get("/v1/models").await;
+    let ids: Vec<&str> = models["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["openai/gpt-4o-mini", "openai/qwen2.5-7b"]);
+    let schema = json!({"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}});
+    let body = json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Which city?"}],
+                      "response_format": {"type": "json_schema", "json_schema": {"name": "c", "schema": schema}}});
+    let answer: Value = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", server.base))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["model"], "gpt-4o-mini-2024-07-18", "{answer}");
+    assert_eq!(answer["choices"][0]["message"]["content"], r#"{"city":"Toledo"}"#);
+    server.signal("-TERM");
+    let (code, _) = server.exit().await;
+    assert_eq!(code, Some(0));
+}

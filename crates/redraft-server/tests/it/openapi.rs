@@ -38,6 +38,7 @@ async fn the_document_lists_every_endpoint() {
     POST   /v1/chat/completions 200,400,422,502,503
     POST   /v1/decide 200,400
     POST   /v1/iterate 200,400,403,404,422,503
+    POST   /v1/responses 200,400,422,502,503
     POST   /v1/runs 202,400,403,503
     POST   /v1/validate 200,400,404,422
     ");
