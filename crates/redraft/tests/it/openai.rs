@@ -8,14 +8,17 @@ use serde_json::{Value, json};
 use redraft_testkit::*;
 
 fn model(server: &FakeOpenAi) -> Model {
-    model_with(server, false)
+    model_with(server, "fake", false)
 }
 
-fn model_with(server: &FakeOpenAi, native_response_format: bool) -> Model {
+/// The model `name` on `server`. A server that refuses `response_format` is remembered for the
+/// process by address and model: a test of that uses a name of its own, since another test's
+/// server may get the same port later.
+fn model_with(server: &FakeOpenAi, name: &str, native_response_format: bool) -> Model {
     Model::new(
         OpenAiProvider::new(OpenAiConfig {
-            name: "openai/fake".into(),
-            model: "fake".into(),
+            name: format!("openai/{name}"),
+            model: name.into(),
             base_url: server.base_url(),
             api_key: Some("sk-test".into()),
             api_key_env: "OPENAI_API_KEY".into(),
@@ -301,7 +304,7 @@ async fn the_schema_goes_as_response_format_and_every_check_still_runs() {
         reply(r#"{"city": "Toledo", "state": "OH"}"#),
     ])
     .await;
-    let result = runner(&model_with(&server, true)).run("Where is contract C-7?").await.unwrap();
+    let result = runner(&model_with(&server, "fake", true)).run("Where is contract C-7?").await.unwrap();
     let statuses: Vec<_> = result.history.iter().map(|a| a.status.as_str()).collect();
     assert_eq!(statuses, ["rejected", "accepted"], "the rule still runs");
     for body in server.bodies().await {
@@ -326,7 +329,7 @@ async fn a_server_that_refuses_response_format_is_asked_without_it_from_then_on(
         reply(r#"{"city": "Toledo", "state": "OH"}"#),
     ])
     .await;
-    let model = model_with(&server, true);
+    let model = model_with(&server, "fake-without-response-format", true);
     let result = runner(&model).run("Where is contract C-7?").await.unwrap();
     assert_eq!(result.halted_because, HaltReason::Success);
     assert_eq!(result.iterations, 2, "the refusal cost no attempt");
