@@ -33,7 +33,8 @@
 //! SQLite writes go through one writer connection (`BEGIN IMMEDIATE`, `busy_timeout` 5 s, WAL),
 //! reads through a small pool of their own, so many concurrent runs in one server never see
 //! "database is locked"; the writes every run makes (stored, each attempt, finished) are group
-//! committed, all those waiting in one transaction (`batch`).
+//! committed, all those waiting in one transaction (`batch`). On PostgreSQL the runs queued at
+//! once are stored together, one statement per batch (`pg_batch`).
 
 use std::sync::Arc;
 
@@ -42,6 +43,7 @@ pub use redraft_core::store::{
 };
 
 mod batch;
+mod pg_batch;
 mod postgres;
 mod rows;
 mod sqlite;

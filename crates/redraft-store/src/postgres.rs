@@ -15,6 +15,7 @@ use redraft_core::store::{
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use sqlx::{Connection, Postgres, Transaction};
 
+use crate::pg_batch::{Inserts, QueuedRun};
 use crate::rows::{
     AttemptColumns, AttemptRow, ResultColumns, RunRow, SummaryRow, decide_claim, encode_spec, failed, lease_ms,
     model_of_spec, renewal,
@@ -35,6 +36,8 @@ const DEFAULT_LIMIT: u32 = 50;
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: PgPool,
+    /// Queued runs, stored together (group commit).
+    inserts: Inserts,
     /// The URL without its password.
     location: String,
 }
@@ -59,7 +62,8 @@ impl PostgresStore {
             .map_err(|e| open_error(e.to_string()))?;
         MIGRATOR.run(&pool).await.map_err(|e| open_error(format!("cannot apply the migrations: {e}")))?;
         tracing::debug!(location, "opened the PostgreSQL store");
-        Ok(Self { pool, location })
+        let inserts = Inserts::start(pool.clone());
+        Ok(Self { pool, inserts, location })
     }
 
     /// Where this store is, without the password.
@@ -234,51 +238,68 @@ async fn take(tx: &mut Transaction<'static, Postgres>, run_id: &str, lease: &Lea
     Ok(())
 }
 
+/// Store `run` on its own: queued (without `holder`), or running under `holder`. One statement:
+/// the bound on waiting runs is checked as the row is inserted (approximate under concurrent
+/// inserts, by at most the number of API nodes).
+async fn insert(pool: &PgPool, run: &QueuedRun, holder: Option<Lease<'_>>) -> Result<(), StoreError> {
+    let run_id = run.run_id.as_str();
+    let action = || format!("insert run `{run_id}`");
+    let (state, worker_id, ttl, max_queued) = match holder {
+        Some(lease) => ("running", Some(lease.worker_id), Some(lease_ms(lease.ttl)), None),
+        None => ("queued", None, None, run.max_queued),
+    };
+    let inserted = sqlx::query(
+        "INSERT INTO runs (id, state, spec, created_at, updated_at, model, worker_id, lease_until, local)
+         SELECT $1, $2, $3::json, redraft_now_ms(), redraft_now_ms(), $4, $5, redraft_now_ms() + $6, $7
+         WHERE $8::BIGINT IS NULL OR (SELECT COUNT(*) FROM runs WHERE state = 'queued') < $8::BIGINT
+         ON CONFLICT (id) DO NOTHING",
+    )
+    .bind(run_id)
+    .bind(state)
+    .bind(&run.spec)
+    .bind(&run.model)
+    .bind(worker_id)
+    .bind(ttl)
+    .bind(run.local)
+    .bind(max_queued)
+    .execute(pool)
+    .await
+    .map_err(|e| failed(action(), e))?;
+    if inserted.rows_affected() == 0 {
+        let exists = sqlx::query_scalar::<_, i32>("SELECT 1 FROM runs WHERE id = $1")
+            .bind(run_id)
+            .fetch_optional(pool)
+            .await
+            .map_err(|e| failed(action(), e))?;
+        if exists.is_none() {
+            return Err(StoreError::QueueFull { queued: queue_depth(pool).await? });
+        }
+        return Err(StoreError::Query { action: action(), message: "a run with this id is already stored".into() });
+    }
+    Ok(())
+}
+
+/// Store `run` as queued, on its own.
+pub(crate) async fn insert_queued(pool: &PgPool, run: &QueuedRun) -> Result<(), StoreError> {
+    insert(pool, run, None).await
+}
+
 #[async_trait::async_trait]
 impl Store for PostgresStore {
     async fn insert_run(&self, new: &NewRun<'_>) -> Result<(), StoreError> {
-        let run_id = new.run_id;
-        let action = || format!("insert run `{run_id}`");
-        let spec_text = encode_spec(run_id, new.spec)?;
-        let (state, worker_id, ttl) = match new.holder {
-            Some(lease) => ("running", Some(lease.worker_id), Some(lease_ms(lease.ttl))),
-            None => ("queued", None, None),
+        let spec = encode_spec(new.run_id, new.spec)?;
+        let run = QueuedRun {
+            run_id: new.run_id.to_owned(),
+            spec,
+            model: model_of_spec(new.spec),
+            local: new.local,
+            max_queued: new.max_queued.map(|m| i64::try_from(m).unwrap_or(i64::MAX)),
         };
-        // One statement: the bound on waiting runs is checked as the row is inserted
-        // (approximate under concurrent inserts, by at most the number of API nodes).
-        let max_queued = match new.holder {
-            None => new.max_queued.map(|m| i64::try_from(m).unwrap_or(i64::MAX)),
-            Some(_) => None,
-        };
-        let inserted = sqlx::query(
-            "INSERT INTO runs (id, state, spec, created_at, updated_at, model, worker_id, lease_until, local)
-             SELECT $1, $2, $3::json, redraft_now_ms(), redraft_now_ms(), $4, $5, redraft_now_ms() + $6, $7
-             WHERE $8::BIGINT IS NULL OR (SELECT COUNT(*) FROM runs WHERE state = 'queued') < $8::BIGINT
-             ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(run_id)
-        .bind(state)
-        .bind(spec_text)
-        .bind(model_of_spec(new.spec))
-        .bind(worker_id)
-        .bind(ttl)
-        .bind(new.local)
-        .bind(max_queued)
-        .execute(&self.pool)
-        .await
-        .map_err(|e| failed(action(), e))?;
-        if inserted.rows_affected() == 0 {
-            let exists = sqlx::query_scalar::<_, i32>("SELECT 1 FROM runs WHERE id = $1")
-                .bind(run_id)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(|e| failed(action(), e))?;
-            if exists.is_none() {
-                return Err(StoreError::QueueFull { queued: self.queue_depth().await? });
-            }
-            return Err(StoreError::Query { action: action(), message: "a run with this id is already stored".into() });
+        match new.holder {
+            // Queued: stored together with the others waiting to be (group commit).
+            None => self.inserts.insert(run).await,
+            Some(lease) => insert(&self.pool, &run, Some(lease)).await,
         }
-        Ok(())
     }
 
     async fn claim_many(&self, lease: &Lease<'_>, limit: usize) -> Result<Vec<Claimed>, StoreError> {
@@ -524,12 +545,17 @@ impl Store for PostgresStore {
     }
 
     async fn queue_depth(&self) -> Result<u64, StoreError> {
-        let n = sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM runs WHERE state = 'queued'")
-            .fetch_one(&self.pool)
-            .await
-            .map_err(|e| failed("count the queued runs", e))?;
-        Ok(u64::try_from(n).unwrap_or(0))
+        queue_depth(&self.pool).await
     }
+}
+
+/// How many runs wait in the queue.
+async fn queue_depth(pool: &PgPool) -> Result<u64, StoreError> {
+    let n = sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM runs WHERE state = 'queued'")
+        .fetch_one(pool)
+        .await
+        .map_err(|e| failed("count the queued runs", e))?;
+    Ok(u64::try_from(n).unwrap_or(0))
 }
 
 #[cfg(test)]

@@ -116,6 +116,7 @@ contract!(
     claims_are_exclusive,
     expired_leases_are_taken_over,
     cancel_withdraw_and_a_full_queue,
+    runs_queued_at_once_are_each_answered_for_themselves,
     attempt_times_are_kept,
     raw_text_reads_back_as_the_artifact,
     refused_writes_among_many_leave_the_others_stored,
@@ -673,6 +674,41 @@ async fn cancel_withdraw_and_a_full_queue(store: Arc<dyn Store>) {
     assert!(!store.withdraw("q2").await.unwrap(), "a claimed run is not withdrawn");
     assert!(!store.withdraw("now").await.unwrap());
     assert_eq!(store.queue_depth().await.unwrap(), 0);
+}
+
+/// Hundreds of runs queued at once (stored together by the store's group commit) are each
+/// answered for themselves: every acknowledged run is stored, a duplicate id is refused alone,
+/// and a bound on the queue admits exactly as many as it has room for.
+async fn runs_queued_at_once_are_each_answered_for_themselves(store: Arc<dyn Store>) {
+    store.insert_run(&queued("taken", &SPEC)).await.unwrap();
+    let ids: Vec<String> = (0..200).map(|i| format!("burst-{i}")).chain(["taken".to_owned()]).collect();
+    let outcomes = futures_util::future::join_all(ids.iter().map(|id| {
+        let store = store.clone();
+        async move { store.insert_run(&queued(id, &SPEC)).await }
+    }))
+    .await;
+    for (id, outcome) in ids.iter().zip(&outcomes) {
+        match id.as_str() {
+            "taken" => assert!(outcome.as_ref().unwrap_err().to_string().contains("already stored"), "{outcome:?}"),
+            _ => assert!(outcome.is_ok(), "{id}: {outcome:?}"),
+        }
+    }
+    assert_eq!(store.queue_depth().await.unwrap(), 201);
+
+    // Room for 60 more: 60 of 100 at once get in, the other 40 are told the queue is full.
+    let ids: Vec<String> = (0..100).map(|i| format!("bounded-{i}")).collect();
+    let outcomes = futures_util::future::join_all(ids.iter().map(|id| {
+        let store = store.clone();
+        async move { store.insert_run(&NewRun { max_queued: Some(261), ..queued(id, &SPEC) }).await }
+    }))
+    .await;
+    let admitted: Vec<&String> = ids.iter().zip(&outcomes).filter(|(_, o)| o.is_ok()).map(|(id, _)| id).collect();
+    assert_eq!(admitted.len(), 60);
+    assert!(outcomes.iter().filter_map(|o| o.as_ref().err()).all(|e| matches!(e, StoreError::QueueFull { .. })));
+    for (id, outcome) in ids.iter().zip(&outcomes) {
+        assert_eq!(store.run(id).await.unwrap().is_some(), outcome.is_ok(), "{id}: stored exactly when admitted");
+    }
+    assert_eq!(store.queue_depth().await.unwrap(), 261);
 }
 
 /// Each attempt's own start and end times read back as written, after the run finished.

@@ -1,0 +1,171 @@
+//! Group commit for runs queued on PostgreSQL. An API node accepting thousands of runs at once
+//! made one statement and one commit per run, each waiting for a pooled connection; the runs
+//! waiting to be queued now go through one task that stores all of them in one statement (one
+//! round trip, one commit) while the next batch gathers. Each run still succeeds or fails on
+//! its own: the bound on the queue is checked per row in order, a run whose id is already
+//! stored is refused alone, and when the statement itself fails each run is stored again on
+//! its own (the single-row insert), so one bad row cannot fail the others. No caller is
+//! answered before the commit that holds its run: acknowledged is stored.
+
+use std::collections::HashMap;
+
+use redraft_core::store::StoreError;
+use sqlx::PgPool;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::rows::failed;
+
+/// The most runs in one statement.
+const MAX_BATCH: usize = 512;
+
+/// A run to store as queued.
+#[derive(Debug)]
+pub(crate) struct QueuedRun {
+    pub run_id: String,
+    /// The spec, as JSON text.
+    pub spec: String,
+    pub model: Option<String>,
+    pub local: bool,
+    /// Refuse the run when this many runs already wait.
+    pub max_queued: Option<i64>,
+}
+
+struct Job {
+    run: QueuedRun,
+    done: oneshot::Sender<Result<(), StoreError>>,
+}
+
+/// Where queued runs are sent to be stored together.
+#[derive(Debug, Clone)]
+pub(crate) struct Inserts {
+    jobs: mpsc::UnboundedSender<Job>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job").field("run_id", &self.run.run_id).finish_non_exhaustive()
+    }
+}
+
+/// Insert the runs given as arrays (in order), as queued, within the bound `$5` on waiting
+/// runs (the runs before each in the batch counted); the ids inserted.
+const INSERT_QUEUED: &str =
+    "INSERT INTO runs (id, state, spec, created_at, updated_at, model, worker_id, lease_until, local)
+     SELECT u.id, 'queued', u.spec::json, redraft_now_ms(), redraft_now_ms(), u.model, NULL, NULL, u.local
+     FROM UNNEST($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BOOLEAN[]) WITH ORDINALITY AS u (id, spec, model, local, n)
+     WHERE $5::BIGINT IS NULL OR (SELECT COUNT(*) FROM runs WHERE state = 'queued') + u.n <= $5::BIGINT
+     ORDER BY u.n
+     ON CONFLICT (id) DO NOTHING
+     RETURNING id";
+
+impl Inserts {
+    /// Start the task storing queued runs over `pool`. It ends when every `Inserts` is dropped.
+    pub(crate) fn start(pool: PgPool) -> Self {
+        let (jobs, queue) = mpsc::unbounded_channel();
+        tokio::spawn(run(pool, queue));
+        Self { jobs }
+    }
+
+    /// Store `run` as queued in the next batch; answered once that batch is committed.
+    pub(crate) async fn insert(&self, run: QueuedRun) -> Result<(), StoreError> {
+        let (done, answer) = oneshot::channel();
+        self.jobs.send(Job { run, done }).map_err(|_| closed())?;
+        answer.await.unwrap_or_else(|_| Err(closed()))
+    }
+}
+
+fn closed() -> StoreError {
+    StoreError::Query { action: "queue a run".into(), message: "the store is closed".into() }
+}
+
+async fn run(pool: PgPool, mut queue: mpsc::UnboundedReceiver<Job>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        // One statement per bound (every caller of a process passes the same one).
+        let mut groups: Vec<(Option<i64>, Vec<Job>)> = Vec::new();
+        for job in batch.drain(..) {
+            match groups.iter_mut().find(|(bound, _)| *bound == job.run.max_queued) {
+                Some((_, jobs)) => jobs.push(job),
+                None => groups.push((job.run.max_queued, vec![job])),
+            }
+        }
+        for (bound, jobs) in groups {
+            store(&pool, bound, jobs).await;
+        }
+    }
+}
+
+/// Store `jobs` in one statement and answer each.
+async fn store(pool: &PgPool, bound: Option<i64>, jobs: Vec<Job>) {
+    let column = |f: fn(&QueuedRun) -> Option<String>| jobs.iter().map(|j| f(&j.run)).collect::<Vec<_>>();
+    let inserted = sqlx::query_scalar::<_, String>(INSERT_QUEUED)
+        .bind(column(|r| Some(r.run_id.clone())))
+        .bind(column(|r| Some(r.spec.clone())))
+        .bind(column(|r| r.model.clone()))
+        .bind(jobs.iter().map(|j| j.run.local).collect::<Vec<_>>())
+        .bind(bound)
+        .fetch_all(pool)
+        .await;
+    let inserted = match inserted {
+        Ok(ids) => ids,
+        Err(e) => {
+            // Each on its own: a run the statement could not take does not fail the others.
+            tracing::debug!("storing {} queued runs together failed ({e}); storing each on its own", jobs.len());
+            for job in jobs {
+                let outcome = crate::postgres::insert_queued(pool, &job.run).await;
+                let _ = job.done.send(outcome);
+            }
+            return;
+        }
+    };
+    let mut fresh: HashMap<&str, usize> = HashMap::new();
+    for id in &inserted {
+        *fresh.entry(id.as_str()).or_default() += 1;
+    }
+    let mut refused = Vec::new();
+    let mut answers = Vec::with_capacity(jobs.len());
+    for job in &jobs {
+        match fresh.get_mut(job.run.run_id.as_str()).filter(|n| **n > 0) {
+            Some(n) => {
+                *n -= 1;
+                answers.push(Some(Ok(())));
+            }
+            None => {
+                refused.push(job.run.run_id.clone());
+                answers.push(None);
+            }
+        }
+    }
+    // Not inserted: already stored (refused alone), or over the bound (the queue is full).
+    let (stored, queued) = if refused.is_empty() {
+        (Vec::new(), 0)
+    } else {
+        let stored =
+            sqlx::query_scalar::<_, String>("SELECT id FROM runs WHERE id = ANY($1)").bind(&refused).fetch_all(pool);
+        let queued = sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM runs WHERE state = 'queued'").fetch_one(pool);
+        match tokio::try_join!(stored, queued) {
+            Ok((stored, queued)) => (stored, u64::try_from(queued).unwrap_or(0)),
+            Err(e) => {
+                for (job, answer) in jobs.into_iter().zip(answers) {
+                    let error =
+                        || failed(format!("insert run `{}`", job.run.run_id), sqlx::Error::Protocol(e.to_string()));
+                    let _ = job.done.send(answer.unwrap_or_else(|| Err(error())));
+                }
+                return;
+            }
+        }
+    };
+    for (job, answer) in jobs.into_iter().zip(answers) {
+        let answer = answer.unwrap_or_else(|| {
+            if stored.contains(&job.run.run_id) {
+                Err(StoreError::Query {
+                    action: format!("insert run `{}`", job.run.run_id),
+                    message: "a run with this id is already stored".into(),
+                })
+            } else {
+                Err(StoreError::QueueFull { queued })
+            }
+        });
+        let _ = job.done.send(answer);
+    }
+}
