@@ -88,6 +88,7 @@ async fn main_inner() -> Result<Value, String> {
         api_key_env: "OPENAI_API_KEY".into(),
         request_timeout: timeout,
         max_response_bytes: redraft::providers::DEFAULT_MAX_RESPONSE_BYTES,
+        native_response_format: false,
     })
     .map_err(|e| e.to_string())?;
     let model = Model::new(provider);
