@@ -25,6 +25,10 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres")
 
 /// Connections per store.
 const CONNECTIONS: u32 = 32;
+/// How long a connection may stay unused before it is closed: a burst opens every connection
+/// of the pool, and each keeps its buffers and statement cache here and a backend process on
+/// the database until closed (the database's connection slots are shared by every node).
+const CLOSE_IDLE_AFTER: Duration = Duration::from_secs(30);
 /// How long to wait for a connection before failing.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Leases renewed per statement.
@@ -57,6 +61,7 @@ impl PostgresStore {
         let pool = PgPoolOptions::new()
             .max_connections(CONNECTIONS)
             .acquire_timeout(ACQUIRE_TIMEOUT)
+            .idle_timeout(CLOSE_IDLE_AFTER)
             .connect_with(options)
             .await
             .map_err(|e| open_error(e.to_string()))?;
