@@ -3,8 +3,9 @@
 //! waiting to be queued now go through one task that stores all of them in one statement (one
 //! round trip, one commit) while the next batch gathers. Each run still succeeds or fails on
 //! its own: the bound on the queue is checked per row in order, a run whose id is already
-//! stored is refused alone, and when the statement itself fails each run is stored again on
-//! its own (the single-row insert), so one bad row cannot fail the others. No caller is
+//! stored is refused alone, and when the database refuses the statement each run is stored
+//! again on its own (the single-row insert), so one bad row cannot fail the others; when the
+//! database cannot be reached, every run of the batch is told so at once. No caller is
 //! answered before the commit that holds its run: acknowledged is stored.
 
 use std::collections::HashMap;
@@ -12,8 +13,6 @@ use std::collections::HashMap;
 use redraft_core::store::StoreError;
 use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
-
-use crate::rows::failed;
 
 /// The most runs in one statement.
 const MAX_BATCH: usize = 512;
@@ -108,12 +107,22 @@ async fn store(pool: &PgPool, bound: Option<i64>, jobs: Vec<Job>) {
         .await;
     let inserted = match inserted {
         Ok(ids) => ids,
-        Err(e) => {
-            // Each on its own: a run the statement could not take does not fail the others.
+        // The database refused a row: each on its own, so that it does not fail the others.
+        Err(sqlx::Error::Database(e)) => {
             tracing::debug!("storing {} queued runs together failed ({e}); storing each on its own", jobs.len());
             for job in jobs {
                 let outcome = crate::postgres::insert_queued(pool, &job.run).await;
                 let _ = job.done.send(outcome);
+            }
+            return;
+        }
+        // The database cannot be reached (no connection, a broken one): every run is told at
+        // once (trying each again would hold the queue for a connection timeout per run).
+        Err(e) => {
+            let message = e.to_string();
+            for job in jobs {
+                let action = format!("insert run `{}`", job.run.run_id);
+                let _ = job.done.send(Err(StoreError::Query { action, message: message.clone() }));
             }
             return;
         }
@@ -146,10 +155,12 @@ async fn store(pool: &PgPool, bound: Option<i64>, jobs: Vec<Job>) {
         match tokio::try_join!(stored, queued) {
             Ok((stored, queued)) => (stored, u64::try_from(queued).unwrap_or(0)),
             Err(e) => {
+                let message = e.to_string();
                 for (job, answer) in jobs.into_iter().zip(answers) {
-                    let error =
-                        || failed(format!("insert run `{}`", job.run.run_id), sqlx::Error::Protocol(e.to_string()));
-                    let _ = job.done.send(answer.unwrap_or_else(|| Err(error())));
+                    let action = format!("insert run `{}`", job.run.run_id);
+                    let _ = job
+                        .done
+                        .send(answer.unwrap_or_else(|| Err(StoreError::Query { action, message: message.clone() })));
                 }
                 return;
             }
