@@ -21,7 +21,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures_util::{StreamExt, stream};
+use futures_util::{Stream, StreamExt, stream};
 use redraft::RunSpec;
 use redraft::core::price::estimate_tokens;
 use redraft::core::{ChatRequest, Forwarded, HaltReason, Message, PromptStyle, Role, RunResult, ToolSpec};
@@ -812,16 +812,22 @@ fn stream_when_ready<F>(answer: F, include_usage: bool, headers: HeaderMap) -> R
 where
     F: Future<Output = Result<Answer, ApiError>> + Send + 'static,
 {
-    let opening = stream::once(future::ready(Event::default().comment(WORKING)));
-    let rest = stream::once(answer).flat_map(move |answer| {
-        let events = match answer {
+    let events = stream::once(answer).flat_map(move |answer| {
+        stream::iter(match answer {
             Ok(answer) => frames(answer, include_usage),
             Err(e) => vec![Event::default().data(e.openai().body().to_string())],
-        };
-        stream::iter(events)
+        })
     });
-    let events = opening.chain(rest).map(Ok::<_, Infallible>);
-    (headers, Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text(WORKING))).into_response()
+    (headers, kept_alive(events)).into_response()
+}
+
+/// Server-sent `events` that open at once with a comment and repeat it whenever they stay
+/// quiet for [`KEEP_ALIVE`]: a client or a proxy in between never sees an idle connection
+/// while an answer is being made.
+pub(crate) fn kept_alive(events: impl Stream<Item = Event> + Send + 'static) -> Response {
+    let opening = stream::once(future::ready(Event::default().comment(WORKING)));
+    let events = opening.chain(events).map(Ok::<_, Infallible>);
+    Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text(WORKING)).into_response()
 }
 
 /// A pass-through stream: the backend's events passed on as they arrive, when it streams (an
@@ -920,7 +926,7 @@ fn frames(answer: Answer, include_usage: bool) -> Vec<Event> {
 }
 
 /// `text` in pieces of at most [`CHUNK_CHARS`] characters.
-fn pieces(text: &str) -> Vec<String> {
+pub(crate) fn pieces(text: &str) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     chars.chunks(CHUNK_CHARS).map(|c| c.iter().collect()).collect()
 }

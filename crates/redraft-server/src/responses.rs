@@ -10,16 +10,12 @@
 //! conversation: send the whole input), `background`, tools other than functions, input items
 //! other than messages and function calls and their outputs.
 
-use std::convert::Infallible;
-use std::future;
-use std::time::Duration;
-
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::HeaderMap;
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use futures_util::{StreamExt, stream};
 use serde_json::{Map, Value, json};
@@ -27,13 +23,9 @@ use serde_json::{Map, Value, json};
 use crate::body::{parse, read_error};
 use crate::error::{ApiError, Flavor};
 use crate::openapi::ErrorBody;
-use crate::proxy::complete_bytes;
+use crate::proxy::{complete_bytes, kept_alive, pieces};
 use crate::state::AppState;
 
-/// How long a stream whose response is being made stays quiet, at most.
-const KEEP_ALIVE: Duration = Duration::from_secs(2);
-/// Characters per streamed delta.
-const DELTA_CHARS: usize = 48;
 /// The most a completion made for a response may weigh (it is read back from memory).
 const COMPLETION_LIMIT: usize = 64 * 1024 * 1024;
 
@@ -80,7 +72,7 @@ async fn respond(
         return Ok((headers, Json(to_response(&id, &completion, &request))).into_response());
     }
     let (state, headers) = (state.clone(), headers.clone());
-    let opening = in_progress(&id, &request);
+    let opening = base(&id, &request);
     let made = {
         let (id, request) = (id.clone(), request.clone());
         async move {
@@ -95,18 +87,15 @@ async fn respond(
         })
     });
     let first = vec![
-        named("response.created", json!({"response": opening.clone()})),
-        named("response.in_progress", json!({"response": opening})),
+        ("response.created", json!({"response": opening.clone()})),
+        ("response.in_progress", json!({"response": opening})),
     ];
     let events = stream::iter(first).chain(rest).enumerate().map(|(n, (kind, mut data))| {
         data["type"] = json!(kind);
         data["sequence_number"] = json!(n);
-        Ok::<_, Infallible>(Event::default().event(kind).data(data.to_string()))
+        Event::default().event(kind).data(data.to_string())
     });
-    let opened = stream::once(future::ready(Ok::<_, Infallible>(Event::default().comment("redraft: working"))));
-    Ok(Sse::new(opened.chain(events))
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("redraft: working"))
-        .into_response())
+    Ok(kept_alive(events))
 }
 
 /// The chat completion for `chat`, and the headers it came with (`x-redraft-*`).
@@ -374,15 +363,6 @@ fn base(id: &str, request: &Map<String, Value>) -> Value {
     })
 }
 
-/// The response as it is while it is made.
-fn in_progress(id: &str, request: &Map<String, Value>) -> Value {
-    base(id, request)
-}
-
-fn named(kind: &'static str, data: Value) -> (&'static str, Value) {
-    (kind, data)
-}
-
 /// The events of a made `response`: each output item added, its text or arguments in deltas,
 /// done; then `response.completed`.
 fn events(response: &Value) -> Vec<(&'static str, Value)> {
@@ -393,7 +373,7 @@ fn events(response: &Value) -> Vec<(&'static str, Value)> {
         opened["status"] = json!("in_progress");
         if item["type"] == "message" {
             opened["content"] = json!([]);
-            events.push(named("response.output_item.added", json!({"output_index": index, "item": opened})));
+            events.push(("response.output_item.added", json!({"output_index": index, "item": opened})));
             let text = item.pointer("/content/0/text").and_then(Value::as_str).unwrap_or_default();
             let part = |text: &str| json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []});
             let at = json!({"item_id": item_id, "output_index": index, "content_index": 0});
@@ -403,34 +383,31 @@ fn events(response: &Value) -> Vec<(&'static str, Value)> {
                 }
                 v
             };
-            events.push(named("response.content_part.added", with(at.clone(), json!({"part": part("")}))));
+            events.push(("response.content_part.added", with(at.clone(), json!({"part": part("")}))));
             for delta in pieces(text) {
-                events.push(named(
-                    "response.output_text.delta",
-                    with(at.clone(), json!({"delta": delta, "logprobs": []})),
-                ));
+                events.push(("response.output_text.delta", with(at.clone(), json!({"delta": delta, "logprobs": []}))));
             }
-            events.push(named("response.output_text.done", with(at.clone(), json!({"text": text, "logprobs": []}))));
-            events.push(named("response.content_part.done", with(at, json!({"part": part(text)}))));
+            events.push(("response.output_text.done", with(at.clone(), json!({"text": text, "logprobs": []}))));
+            events.push(("response.content_part.done", with(at, json!({"part": part(text)}))));
         } else {
             opened["arguments"] = json!("");
-            events.push(named("response.output_item.added", json!({"output_index": index, "item": opened})));
+            events.push(("response.output_item.added", json!({"output_index": index, "item": opened})));
             let arguments = item["arguments"].as_str().unwrap_or_default();
             for delta in pieces(arguments) {
-                events.push(named(
+                events.push((
                     "response.function_call_arguments.delta",
                     json!({"item_id": item_id, "output_index": index, "delta": delta}),
                 ));
             }
-            events.push(named(
+            events.push((
                 "response.function_call_arguments.done",
                 json!({"item_id": item_id, "output_index": index, "arguments": arguments, "name": item["name"]}),
             ));
         }
-        events.push(named("response.output_item.done", json!({"output_index": index, "item": item})));
+        events.push(("response.output_item.done", json!({"output_index": index, "item": item})));
     }
     let kind = if response["status"] == "incomplete" { "response.incomplete" } else { "response.completed" };
-    events.push(named(kind, json!({"response": response})));
+    events.push((kind, json!({"response": response})));
     events
 }
 
@@ -442,11 +419,5 @@ fn error_event(e: &ApiError) -> (&'static str, Value) {
     if let (Value::Object(body), Some(fields)) = (body, event.as_object_mut()) {
         fields.extend(body);
     }
-    named("error", event)
-}
-
-/// `text` in pieces of at most [`DELTA_CHARS`] characters.
-fn pieces(text: &str) -> Vec<String> {
-    let chars: Vec<char> = text.chars().collect();
-    chars.chunks(DELTA_CHARS).map(|c| c.iter().collect()).collect()
+    ("error", event)
 }

@@ -137,6 +137,19 @@ async fn per_request_evaluators_go_through_the_same_guard_and_kinds_apply() {
         )
         .await;
     assert_eq!(a.status, 403, "{}", a.text);
+    // The same through a header, and schema files outside the server's directory.
+    let request = axum::http::Request::builder()
+        .method("POST")
+        .uri("/v1/chat/completions")
+        .header("content-type", "application/json")
+        .header("x-redraft-evaluator", r#"["exec:sh -c id"]"#)
+        .body(axum::body::Body::from(checked(json!({})).to_string()))
+        .unwrap();
+    assert_eq!(h.send(request).await.status, 403);
+    for path in ["schema:/etc/passwd", "schema:../../etc/passwd", "schema:%2e%2e/x.json"] {
+        let a = h.call("POST", "/v1/chat/completions", Some(checked(json!({"redraft": {"evaluator": [path]}})))).await;
+        assert!(matches!(a.status, 400 | 403), "{path}: {}", a.text);
+    }
     assert_eq!(h.model.calls().await, 0);
     // A kind's rules, with the request's context: the first answer breaks one and is retried.
     let a = h
