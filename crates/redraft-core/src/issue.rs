@@ -48,6 +48,13 @@ pub struct Issue {
     /// The evaluator that raised it (`schema`, `kind:fill`, `exec`, `score`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evaluator: Option<String>,
+    /// What would satisfy the check, drawn from reference data the model has not seen (a kind
+    /// rule's `hint`: "workers in Toledo, OH with role Welder: W-2 Ben Carter, …").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// The reference tables the hint was drawn from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hint_tables: Vec<String>,
 }
 
 impl Issue {
@@ -61,7 +68,16 @@ impl Issue {
             expected: None,
             found: None,
             evaluator: None,
+            hint: None,
+            hint_tables: Vec::new(),
         }
+    }
+
+    /// Set the hint and the reference tables it was drawn from.
+    pub fn with_hint(mut self, hint: impl Into<String>, tables: Vec<String>) -> Self {
+        self.hint = Some(hint.into());
+        self.hint_tables = tables;
+        self
     }
 
     /// Set what was expected and what was found.

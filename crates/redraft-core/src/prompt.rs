@@ -99,6 +99,9 @@ It was cut off at the output token limit before it ended.
 Problems ({{ issues | length }}):
 {% for issue in issues %}
 {{ loop.index }}. {{ issue.path or "(root)" }}: {{ issue.message }} [{{ issue.code }}]
+{% if issue.hint is defined and issue.hint %}
+   Hint: {{ issue.hint }}
+{% endif %}
 {% endfor %}
 {% if issues_omitted %}
 [{{ issues_omitted }} more problems not shown]
@@ -137,6 +140,9 @@ Attempt {{ p.iteration }}{% if p.repeat_of %} (identical to attempt {{ p.repeat_
 Problems ({{ p.issues | length }}):
 {% for issue in p.issues %}
 {{ loop.index }}. {{ issue.path or "(root)" }}: {{ issue.message }} [{{ issue.code }}]
+{% if issue.hint is defined and issue.hint %}
+   Hint: {{ issue.hint }}
+{% endif %}
 {% endfor %}
 {% if p.issues_omitted %}
 [{{ p.issues_omitted }} more problems not shown]
@@ -174,6 +180,16 @@ impl PriorAttempt {
     /// ones after it are counted in `issues_omitted` (see [`bound_issues`]).
     pub fn new(iteration: u32, echo: &str, max_chars: usize, issues: Vec<Issue>, repeat_of: Option<u32>) -> Self {
         let mut issues = issues;
+        // A hint shared by several issues (one bad row fails several rules) is shown once.
+        let mut shown: Vec<String> = Vec::new();
+        for issue in &mut issues {
+            if let Some(hint) = issue.hint.take()
+                && !shown.contains(&hint)
+            {
+                shown.push(hint.clone());
+                issue.hint = Some(hint);
+            }
+        }
         let issues_omitted = bound_issues(&mut issues, max_chars);
         let echo_chars = echo.chars().count();
         let (echo, echo_truncated) = truncate_chars(echo, max_chars);
@@ -583,6 +599,30 @@ mod tests {
             assert!(text.contains(" characters cut ...]"), "{text}");
             assert!(text.contains(&format!("[{} more problems not shown]", prior.issues_omitted)), "{text}");
         }
+    }
+
+    #[test]
+    fn a_hint_shared_by_several_issues_is_shown_once() {
+        let hint = "workers in Toledo: W-2, W-3";
+        let issues = vec![
+            Issue::new("/fills/0", "rule:city", "wrong city").with_hint(hint, vec!["workers".into()]),
+            Issue::new("/fills/0", "rule:state", "wrong state").with_hint(hint, vec!["workers".into()]),
+            Issue::new("/fills/1", "rule:role", "wrong role").with_hint("welders: W-2", vec![]),
+        ];
+        let prior = PriorAttempt::new(1, "{}", 4000, issues, None);
+        let prompts = Prompts::new(&Templates::default()).unwrap();
+        let ctx = Feedback {
+            attempt: 2,
+            max_attempts: 3,
+            previous: 1,
+            structured: true,
+            prior: &prior,
+            schema: None,
+            example: None,
+        };
+        let text = prompts.feedback(&ctx).unwrap();
+        assert_eq!(text.matches("Hint: workers in Toledo: W-2, W-3").count(), 1, "{text}");
+        assert!(text.contains("wrong role [rule:role]\n   Hint: welders: W-2\n"), "{text}");
     }
 
     #[test]

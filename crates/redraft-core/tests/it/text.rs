@@ -288,3 +288,59 @@ fn an_answer_cut_off_at_the_token_limit_is_told_so() {
     assert!(feedback.contains("It was cut off at the output token limit before it ended."), "{feedback}");
     assert!(feedback.ends_with("Keep it short: nothing repeated."), "{feedback}");
 }
+
+/// A rule that knows the reference data: its issue carries what would satisfy it.
+fn hinted_city_check(artifact: &serde_json::Value) -> redraft_core::Verdict {
+    let mut verdict = city_check(artifact);
+    for issue in &mut verdict.issues {
+        if issue.code == "rule:city_matches" {
+            *issue =
+                issue.clone().with_hint("offices in Toledo, OH: T-1 Summit St, T-2 Adams St", vec!["offices".into()]);
+        }
+    }
+    verdict
+}
+
+#[test]
+fn feedback_shows_a_hint_under_its_issue() {
+    let mut e = Engine::new(plan()).unwrap();
+    answer(&mut e, r#"{"city": "Louisville"}"#, hinted_city_check);
+    let request = e.request();
+    let content = &request.messages.last().unwrap().content;
+    assert!(
+        content.contains(
+            "1. /city: city 'Louisville' doesn't match contract city 'Toledo' [rule:city_matches]\n   Hint: offices in Toledo, OH: T-1 Summit St, T-2 Adams St\n"
+        ),
+        "{content}"
+    );
+
+    let mut p = plan();
+    p.strategy = Strategy::Fresh;
+    let mut e = Engine::new(p).unwrap();
+    answer(&mut e, r#"{"city": "Louisville"}"#, hinted_city_check);
+    let request = e.request();
+    let content = &request.messages.last().unwrap().content;
+    assert!(content.contains("[rule:city_matches]\n   Hint: offices in Toledo, OH: T-1 Summit St"), "{content}");
+}
+
+#[test]
+fn escalation_names_the_table_a_hint_came_from_when_the_rule_keeps_failing() {
+    let mut e = Engine::new(plan()).unwrap();
+    answer(&mut e, r#"{"city": "Louisville"}"#, hinted_city_check);
+    answer(&mut e, r#"{"city": "Dayton"}"#, hinted_city_check);
+    answer(&mut e, r#"{"city": "Akron"}"#, hinted_city_check);
+    let esc = finish(e).escalation.unwrap();
+    assert_eq!(
+        esc.pattern.as_deref(),
+        Some(
+            "`/city` (rule:city_matches) kept failing in 3 attempts although the feedback named what would satisfy it from table `offices`: offices in Toledo, OH: T-1 Summit St, T-2 Adams St"
+        )
+    );
+    assert!(
+        esc.question.starts_with(
+            "The model was shown the reference data from table `offices` and still failed `/city`: city 'Akron'"
+        ),
+        "{}",
+        esc.question
+    );
+}

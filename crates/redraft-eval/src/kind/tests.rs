@@ -345,3 +345,59 @@ async fn the_evaluator_runs_rules_only_when_the_schema_passes() {
     assert!(!v.passed);
     assert!(eval(json!({"fills": [{"worker_id": "W-2"}]})).await.passed);
 }
+
+const HINTED: &str = r#"
+[[rules]]
+code = "city"
+each = "self.fills"
+check = "lookup(workers, item.worker_id).city == context.city"
+path = "/fills/{{ index }}/worker_id"
+message = "worker '{{ item.worker_id }}' is not in {{ context.city }}"
+[rules.hint]
+value = "workers.filter(id, workers[id].city == context.city).map(id, id + ' ' + workers[id].name).sort()"
+message = "{% if hint %}in {{ context.city }}: {{ hint | join(', ') }}{% endif %}"
+"#;
+
+fn hints(rules: &str, artifact: Value, context: Value) -> Vec<(Option<String>, Vec<String>)> {
+    let kind = load(&format!("{HEAD}{rules}")).unwrap();
+    kind.check_rules(&artifact, &context).into_iter().map(|i| (i.hint, i.hint_tables)).collect()
+}
+
+#[test]
+fn a_hint_is_computed_when_its_rule_fails_and_names_its_tables() {
+    let fills = json!({"fills": [{"worker_id": "W-1"}, {"worker_id": "W-2"}]});
+    assert_eq!(
+        hints(HINTED, fills.clone(), json!({"city": "Toledo"})),
+        [(Some("in Toledo: W-2 Ben".to_owned()), vec!["workers".to_owned()])],
+        "one failure (W-1), one hint; W-2 passes"
+    );
+    // A message that renders empty gives no hint; the issue stays.
+    assert_eq!(hints(HINTED, fills.clone(), json!({"city": "Akron"})), [(None, vec![]), (None, vec![])]);
+    // A value that cannot be computed gives no hint; the issue stays.
+    let broken = HINTED.replace("workers[id].city == context.city)", "workers[id].town == context.city)");
+    assert_eq!(hints(&broken, fills, json!({"city": "Toledo"})), [(None, vec![])]);
+}
+
+#[test]
+fn a_long_hint_is_cut_and_says_by_how_much() {
+    let rules = HINTED
+        .replace("message = \"{% if hint %}", "message = \"{{ range(600) | map('string') | join('') }}{% if hint %}");
+    let got = hints(&rules, json!({"fills": [{"worker_id": "W-1"}]}), json!({"city": "Toledo"}));
+    let hint = got[0].0.clone().unwrap();
+    assert!(hint.chars().count() < 1100, "{}", hint.len());
+    assert!(hint.ends_with(" more characters)"), "{hint}");
+}
+
+#[test]
+fn hint_errors_name_the_rule_and_field() {
+    let err = rule_error(
+        "code = \"c\"\ncheck = \"true\"\nmessage = \"m\"\n[rules.hint]\nvalue = \"roster.size()\"\nmessage = \"{{ hint }}\"",
+    );
+    assert!(err.starts_with("DIR/k/kind.toml:11: rule `c`: `hint.value` uses `roster`, which is not defined"), "{err}");
+    let err = rule_error(
+        "code = \"c\"\ncheck = \"true\"\nmessage = \"m\"\n[rules.hint]\nvalue = \"1\"\nmessage = \"{{ hints }}\"",
+    );
+    assert!(err.starts_with("DIR/k/kind.toml:12: rule `c`: `hint.message` uses `{{ hints }}`"), "{err}");
+    let err = rule_error("code = \"c\"\ncheck = \"true\"\nmessage = \"m\"\n[rules.hint]\nvalue = \"1\"\n");
+    assert!(err.contains("missing field `message`"), "{err}");
+}
