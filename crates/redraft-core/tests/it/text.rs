@@ -344,3 +344,82 @@ fn escalation_names_the_table_a_hint_came_from_when_the_rule_keeps_failing() {
         esc.question
     );
 }
+
+fn person_plan() -> redraft_core::Plan {
+    let mut p = plan();
+    p.task = redraft_core::Task::new("Extract the person: Yuki Tanaka, 27, works as a nurse in Osaka.");
+    p.schema = Some(std::sync::Arc::new(json!({
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}, "city": {"type": "string"}},
+        "required": ["name", "age", "city"]
+    })));
+    p.prompt_style = PromptStyle::Example;
+    p
+}
+
+fn any_answer(_: &serde_json::Value) -> redraft_core::Verdict {
+    redraft_core::Verdict::pass()
+}
+
+/// The shape shown after an answer that lost it.
+fn example_in(feedback: &str) -> &str {
+    let start = feedback.find("The answer must have this shape").expect(feedback);
+    let body = &feedback[start..];
+    let open = body.find("```json\n").unwrap() + 8;
+    let close = body[open..].find("\n```").unwrap();
+    &body[open..open + close]
+}
+
+#[test]
+fn after_a_prose_answer_the_example_is_shown_filled_with_the_values_it_gave() {
+    let mut e = Engine::new(person_plan()).unwrap();
+    answer(
+        &mut e,
+        "Sure! Here is the person.\n- Name: Yuki Tanaka\n- Age: 27\n- City: \"Osaka\"\nHope this helps.",
+        any_answer,
+    );
+    let request = e.request();
+    let feedback = &request.messages.last().unwrap().content;
+    assert_eq!(
+        example_in(feedback),
+        "{\n  \"name\": \"Yuki Tanaka\",\n  \"age\": 27,\n  \"city\": \"Osaka\"\n}",
+        "{feedback}"
+    );
+}
+
+#[test]
+fn after_a_copied_placeholder_the_example_keeps_the_values_given_and_nothing_invented() {
+    let mut e = Engine::new(person_plan()).unwrap();
+    // The first answer gave the city; the second copied the example but for the name.
+    answer(&mut e, r#"{"name": "<string>", "age": "twenty", "city": "Osaka"}"#, |_| {
+        redraft_core::Verdict::from_issues(vec![redraft_core::Issue::new(
+            "/age",
+            "type",
+            "\"twenty\" is not of type \"integer\"",
+        )])
+    });
+    answer(&mut e, r#"{"name": "Yuki Tanaka", "age": "<integer>", "city": "<string>"}"#, any_answer);
+    let request = e.request();
+    let feedback = &request.messages.last().unwrap().content;
+    assert!(feedback.contains("\"<integer>\" is a placeholder from the example"), "{feedback}");
+    // "twenty" is not an integer: the placeholder stays.
+    assert_eq!(
+        example_in(feedback),
+        "{\n  \"name\": \"Yuki Tanaka\",\n  \"age\": <integer>,\n  \"city\": \"Osaka\"\n}",
+        "{feedback}"
+    );
+}
+
+#[test]
+fn an_answer_that_kept_the_shape_is_not_shown_the_example_again() {
+    let mut e = Engine::new(person_plan()).unwrap();
+    answer(&mut e, r#"{"name": "Yuki Tanaka", "age": 27, "city": "Kyoto"}"#, |_| {
+        redraft_core::Verdict::from_issues(vec![redraft_core::Issue::new("/city", "rule:city", "wrong city")])
+    });
+    answer(&mut e, r#"{"name": "Yuki Tanaka", "age": 27, "city": "Nara"}"#, |_| {
+        redraft_core::Verdict::from_issues(vec![redraft_core::Issue::new("/city", "rule:city", "wrong city")])
+    });
+    let request = e.request();
+    let feedback = &request.messages.last().unwrap().content;
+    assert!(!feedback.contains("The answer must have this shape"), "{feedback}");
+}
