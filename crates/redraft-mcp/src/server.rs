@@ -78,10 +78,11 @@ impl Shared {
     /// (`judged: true`: the kind's evaluators as a run would build them, LLM check included
     /// when a judge model is configured).
     fn target(&self, kind: Option<&str>, schema: Option<&Object>, judged: bool) -> Result<Target, String> {
+        let formats = self.setup.config.formats();
         match (kind, schema) {
             (Some(_), Some(_)) => Err("give `target_type` or `schema`, not both".to_owned()),
             (None, None) => Err(self.name_a_target()),
-            (None, Some(schema)) => Target::schema(Value::Object(schema.clone())),
+            (None, Some(schema)) => Target::schema(Value::Object(schema.clone()), formats),
             (Some(name), None) => {
                 let kinds = self.kinds().map_err(|e| e.to_string())?;
                 let kind = kinds.require(name).map_err(|e| e.to_string())?;
@@ -94,10 +95,11 @@ impl Shared {
                         artifact_ext: None,
                         guard: self.setup.guard.clone(),
                         kinds: Some(kinds.clone()),
+                        formats,
                     };
                     evaluators::build(&[Directive::Kind(name.to_owned())], &setup).map_err(describe)?.evaluators
                 } else {
-                    let evaluator = KindEvaluator::new(kind.clone()).map_err(|e| e.to_string())?;
+                    let evaluator = KindEvaluator::new(kind.clone(), formats).map_err(|e| e.to_string())?;
                     vec![Arc::new(evaluator) as Arc<dyn redraft::Evaluator>]
                 };
                 Ok(Target { label: name.to_owned(), evaluators, schema: Some(kind.schema.clone()), kind: Some(kind) })
@@ -287,7 +289,7 @@ impl RedraftMcp {
                     "schema": kind.schema,
                 }))
             }
-            (None, Some(schema)) => match Target::schema(Value::Object(schema)) {
+            (None, Some(schema)) => match Target::schema(Value::Object(schema), self.shared.setup.config.formats()) {
                 Ok(target) => {
                     let schema = target.schema.unwrap_or_default();
                     reply::json(json!({"example": skeleton(&schema), "example_source": "skeleton", "schema": schema}))

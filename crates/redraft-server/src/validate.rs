@@ -62,6 +62,7 @@ pub async fn validate(
         Some(c) if c.is_object() => c,
         Some(_) => return Err(ApiError::bad_request("invalid_field", "`context` must be a JSON object")),
     };
+    let formats = state.config().formats();
     let issues = match (req.kind, req.schema) {
         (Some(_), Some(_)) => {
             return Err(ApiError::bad_request("invalid_request", "give `kind` or `schema`, not both"));
@@ -72,7 +73,7 @@ pub async fn validate(
                 "give `kind` (a registered kind) or `schema` (a JSON Schema)",
             ));
         }
-        (None, Some(schema)) => SchemaEvaluator::new(schema)
+        (None, Some(schema)) => SchemaEvaluator::of(&schema, formats)
             .map_err(|e| ApiError::bad_request("invalid_schema", e.to_string()))?
             .issues(&req.artifact),
         (Some(name), None) => {
@@ -85,7 +86,7 @@ pub async fn validate(
                     ),
                 )
             })?;
-            KindEvaluator::new(kinds.require(&name)?)
+            KindEvaluator::new(kinds.require(&name)?, formats)
                 .map_err(|e| ApiError::bad_request("invalid_kind", e.to_string()))?
                 .issues(&req.artifact, &context)
         }

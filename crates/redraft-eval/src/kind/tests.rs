@@ -330,7 +330,7 @@ async fn the_evaluator_runs_rules_only_when_the_schema_passes() {
     )
     .unwrap();
     let kinds = Kinds::load(root.path()).unwrap();
-    let ev = KindEvaluator::new(kinds.get("k").unwrap()).unwrap();
+    let ev = KindEvaluator::new(kinds.get("k").unwrap(), Formats::Checked).unwrap();
     assert_eq!(ev.name(), "kind:k");
     let context = json!({"city": "Toledo"});
     let eval = |artifact: Value| {
@@ -344,4 +344,24 @@ async fn the_evaluator_runs_rules_only_when_the_schema_passes() {
     assert_eq!(v.issues.iter().map(|i| i.code.as_str()).collect::<Vec<_>>(), ["rule:city"]);
     assert!(!v.passed);
     assert!(eval(json!({"fills": [{"worker_id": "W-2"}]})).await.passed);
+}
+
+#[test]
+fn a_kind_checks_formats_unless_told_they_are_annotations() {
+    let root = kind_dir(HEAD);
+    let dir = root.path().join("k");
+    let schema = r#"{"type": "object", "properties": {"start": {"type": "string", "format": "date"}}}"#;
+    std::fs::write(dir.join("schema.json"), schema).unwrap();
+    // The example is what the model is shown as valid: its formats are checked at load.
+    std::fs::write(dir.join("example.json"), r#"{"start": "July 4th"}"#).unwrap();
+    let err = Kind::load(&dir).unwrap_err().to_string();
+    assert!(err.contains(r#"`/start`: "July 4th" is not a "date""#), "{err}");
+    std::fs::write(dir.join("example.json"), r#"{"start": "2024-07-04"}"#).unwrap();
+    let kind = Arc::new(Kind::load(&dir).unwrap());
+    let bad = json!({"start": "July 4th"});
+    let checked = KindEvaluator::new(kind.clone(), Formats::Checked).unwrap();
+    let codes: Vec<String> = checked.issues(&bad, &json!({})).into_iter().map(|i| i.code).collect();
+    assert_eq!(codes, ["format"]);
+    let annotated = KindEvaluator::new(kind, Formats::Annotation).unwrap();
+    assert!(annotated.issues(&bad, &json!({})).is_empty());
 }
