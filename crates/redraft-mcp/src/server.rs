@@ -8,6 +8,7 @@ use redraft::config::Config;
 use redraft::core::decide::{DecideSettings, Decision, IterationCheck, PriorCheck, decide, summarize};
 use redraft::core::prompt::skeleton;
 use redraft::core::{Ceilings, Directive, Store};
+use redraft::eval::Formats;
 use redraft::eval::kind::{KindError, KindEvaluator, Kinds};
 use redraft::evaluators::{self, EvaluatorSetup};
 use redraft::guard::{Face, Guard};
@@ -77,8 +78,15 @@ impl Shared {
     /// The target of `validate` (`judged: false`: schema and rules only) or `submit`
     /// (`judged: true`: the kind's evaluators as a run would build them, LLM check included
     /// when a judge model is configured).
-    fn target(&self, kind: Option<&str>, schema: Option<&Object>, judged: bool) -> Result<Target, String> {
-        let formats = self.setup.config.formats();
+    /// `check_formats` is the request's, if it says.
+    fn target(
+        &self,
+        kind: Option<&str>,
+        schema: Option<&Object>,
+        judged: bool,
+        check_formats: Option<bool>,
+    ) -> Result<Target, String> {
+        let formats = Formats::checked(check_formats.unwrap_or(self.setup.config.check_formats));
         match (kind, schema) {
             (Some(_), Some(_)) => Err("give `target_type` or `schema`, not both".to_owned()),
             (None, None) => Err(self.name_a_target()),
@@ -249,10 +257,11 @@ impl RedraftMcp {
             Ok(args) => args,
             Err(message) => return reply::bad_request(message),
         };
-        let target = match self.shared.target(args.target_type.as_deref(), args.schema.as_ref(), false) {
-            Ok(target) => target,
-            Err(message) => return reply::bad_request(message),
-        };
+        let target =
+            match self.shared.target(args.target_type.as_deref(), args.schema.as_ref(), false, args.check_formats) {
+                Ok(target) => target,
+                Err(message) => return reply::bad_request(message),
+            };
         let context = args.context.map(Value::Object).unwrap_or(Value::Null);
         let (passed, issues) = match target.read(args.artifact) {
             Ok(artifact) => {
@@ -321,7 +330,8 @@ impl RedraftMcp {
         };
         let context = args.context.map(Value::Object).unwrap_or(Value::Null);
         let (kind, schema) = (args.target_type, args.schema);
-        let target = || self.shared.target(kind.as_deref(), schema.as_ref(), true);
+        let check_formats = args.check_formats;
+        let target = || self.shared.target(kind.as_deref(), schema.as_ref(), true, check_formats);
         self.session.submissions.submit(&key, target, &limits, args.artifact, &context).await
     }
 

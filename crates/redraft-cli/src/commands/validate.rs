@@ -21,7 +21,8 @@ use crate::input;
 type Check = dyn Fn(&Value, &Value) -> Vec<Issue>;
 
 pub fn run(args: ValidateArgs, config_path: Option<&Path>) -> Result<Outcome> {
-    let config = Config::load(config_path)?;
+    let mut config = Config::load(config_path)?;
+    args.formats.apply(&mut config);
     let formats = config.formats();
     let check: Box<Check> = match (&args.schema, &args.kind) {
         (Some(path), _) => {
