@@ -1,5 +1,5 @@
 //! `$ref`s to other schema files: read from the root schema file's directory, never over the
-//! network. The validator asks [`LocalFiles`] for every resource the schema does not hold
+//! network. The validator asks `LocalFiles` for every resource the schema does not hold
 //! itself (a relative `$ref` resolves against the URI of the file it is written in, so nested
 //! references work relative to their own file); what it gets is confined to one directory:
 //! the path is canonicalised (`..` and symbolic links resolved) and must stay under the
