@@ -18,7 +18,7 @@ fn contract(name: &str) -> Value {
 
 fn evaluator(kind: &str) -> KindEvaluator {
     let kinds = Kinds::load(&pack().join("kinds")).unwrap();
-    KindEvaluator::new(kinds.get(kind).unwrap()).unwrap()
+    KindEvaluator::new(kinds.get(kind).unwrap(), redraft_eval::Formats::Checked).unwrap()
 }
 
 async fn evaluate(kind: &str, artifact: Value, context: &Value) -> Verdict {

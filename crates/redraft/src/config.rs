@@ -9,6 +9,7 @@ use std::time::Duration;
 use redraft_core::decide::DecideSettings;
 use redraft_core::duration::serde_human;
 use redraft_core::{Ceilings, ChatProvider, Policy, Price, PromptStyle};
+use redraft_eval::Formats;
 use redraft_providers::{
     AgentCommand, AnthropicConfig, AnthropicProvider, CommandProvider, MockProvider, OllamaConfig, OllamaProvider,
     OpenAiConfig, OpenAiProvider, anthropic, ollama, openai,
@@ -47,6 +48,9 @@ pub struct Config {
     /// Longest echo of a previous submission (in feedback, and as the previous answer kept in a
     /// conversation), and the most issue text one attempt's feedback carries. By default, 4000.
     pub feedback_max_chars: usize,
+    /// Whether JSON Schema `format`s are checked (`"date"` rejects `"July 4th"`); `false`
+    /// makes `format` an annotation only, as JSON Schema 2020-12 has it. By default, `true`.
+    pub check_formats: bool,
     /// Sampling temperature. By default, the provider's.
     pub temperature: Option<f32>,
     /// Output token limit per attempt. By default, the provider's.
@@ -194,6 +198,7 @@ impl Default for Config {
             policy: Policy::default(),
             prompt_style: PromptStyle::Both,
             feedback_max_chars: 4000,
+            check_formats: true,
             temperature: None,
             max_tokens: None,
             providers: BTreeMap::new(),
@@ -222,6 +227,7 @@ const ENV_KEYS: &[(&str, &[&str])] = &[
     ("database_url", &["database_url"]),
     ("prompt_style", &["prompt_style"]),
     ("feedback_max_chars", &["feedback_max_chars"]),
+    ("check_formats", &["check_formats"]),
     ("temperature", &["temperature"]),
     ("max_tokens", &["max_tokens"]),
     ("max_iterations", &["policy", "max_iterations"]),
@@ -349,6 +355,11 @@ impl Config {
             config.default_provider = Some("openai".into());
         }
         Ok(config)
+    }
+
+    /// What JSON Schema `format` does in schemas this config checks with: `check_formats`.
+    pub fn formats(&self) -> Formats {
+        Formats::checked(self.check_formats)
     }
 
     /// The model to use: `requested`, else `default_model`.

@@ -71,6 +71,7 @@ fn spec_from_args(args: &RunArgs) -> Result<RunSpec> {
             PromptStyleArg::Both => PromptStyle::Both,
         }),
         artifact_ext: args.artifact_ext.clone(),
+        check_formats: args.formats.check_formats(),
         sandbox: args
             .sandbox
             .as_deref()

@@ -332,3 +332,31 @@ async fn a_bare_model_name_goes_to_openai_when_only_its_base_url_is_set() {
     assert!(out.stdout.contains("default_provider = \"local\""), "{}\n{}", out.stdout, out.stderr);
     assert_eq!(s.requests().await, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_format_check_lets_a_badly_formatted_answer_pass_and_is_kept_for_resuming() {
+    let dated = || async {
+        let s = setup(vec![reply(r#"{"city": "Toledo", "since": "July 4th"}"#)]).await;
+        let schema = r#"{"required": ["city"], "properties": {"since": {"type": "string", "format": "date"}}}"#;
+        write(s.dir.path(), "schema.json", schema);
+        s
+    };
+    let s = dated().await;
+    let out = output(s.cmd(&["--json", "--max-iterations", "1"])).await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["history"][0]["issues"][0]["code"], "format", "{result}");
+    assert_eq!(result["history"][0]["issues"][0]["message"], r#""July 4th" is not a "date""#);
+
+    let s = dated().await;
+    let out = output(s.cmd(&["--json", "--max-iterations", "1", "--no-format-check"])).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["status"], "succeeded");
+    // The run is stored with the setting, so `runs resume` checks the same way.
+    let database_url = Some(s.dir.path().join(".redraft/redraft.db").display().to_string());
+    let config = redraft::config::Config { database_url, ..Default::default() };
+    let store = redraft::store::open(&config).await.unwrap();
+    let run = store.run(result["run_id"].as_str().unwrap()).await.unwrap().unwrap();
+    assert_eq!(run.spec["check_formats"], false, "{}", run.spec);
+}

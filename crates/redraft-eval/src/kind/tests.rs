@@ -330,7 +330,7 @@ async fn the_evaluator_runs_rules_only_when_the_schema_passes() {
     )
     .unwrap();
     let kinds = Kinds::load(root.path()).unwrap();
-    let ev = KindEvaluator::new(kinds.get("k").unwrap()).unwrap();
+    let ev = KindEvaluator::new(kinds.get("k").unwrap(), Formats::Checked).unwrap();
     assert_eq!(ev.name(), "kind:k");
     let context = json!({"city": "Toledo"});
     let eval = |artifact: Value| {
@@ -400,4 +400,24 @@ fn hint_errors_name_the_rule_and_field() {
     assert!(err.starts_with("DIR/k/kind.toml:12: rule `c`: `hint.message` uses `{{ hints }}`"), "{err}");
     let err = rule_error("code = \"c\"\ncheck = \"true\"\nmessage = \"m\"\n[rules.hint]\nvalue = \"1\"\n");
     assert!(err.contains("missing field `message`"), "{err}");
+}
+
+#[test]
+fn a_kind_checks_formats_unless_told_they_are_annotations() {
+    let root = kind_dir(HEAD);
+    let dir = root.path().join("k");
+    let schema = r#"{"type": "object", "properties": {"start": {"type": "string", "format": "date"}}}"#;
+    std::fs::write(dir.join("schema.json"), schema).unwrap();
+    // The example is what the model is shown as valid: its formats are checked at load.
+    std::fs::write(dir.join("example.json"), r#"{"start": "July 4th"}"#).unwrap();
+    let err = Kind::load(&dir).unwrap_err().to_string();
+    assert!(err.contains(r#"`/start`: "July 4th" is not a "date""#), "{err}");
+    std::fs::write(dir.join("example.json"), r#"{"start": "2024-07-04"}"#).unwrap();
+    let kind = Arc::new(Kind::load(&dir).unwrap());
+    let bad = json!({"start": "July 4th"});
+    let checked = KindEvaluator::new(kind.clone(), Formats::Checked).unwrap();
+    let codes: Vec<String> = checked.issues(&bad, &json!({})).into_iter().map(|i| i.code).collect();
+    assert_eq!(codes, ["format"]);
+    let annotated = KindEvaluator::new(kind, Formats::Annotation).unwrap();
+    assert!(annotated.issues(&bad, &json!({})).is_empty());
 }
