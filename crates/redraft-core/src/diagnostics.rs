@@ -85,7 +85,7 @@ fn text_chars(issue: &Issue) -> usize {
         + issue.message.chars().count()
         + value_chars(&issue.expected)
         + value_chars(&issue.found)
-        + issue.hint.as_ref().map_or(0, |h| h.chars().count())
+        + issue.hint.as_ref().map_or(0, |h| h.text.chars().count())
 }
 
 /// `text` cut to at most `max` of its characters: its head and tail around a marker saying how

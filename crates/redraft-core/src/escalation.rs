@@ -155,9 +155,9 @@ fn diagnose(history: &[AttemptRecord], recurring: &[RecurringIssue], facts: RunF
         );
     }
     if let Some((r, issue)) = hinted_recurring(history, recurring) {
-        let tables = issue.hint_tables.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", ");
+        let (hint, tables) = issue.hint.as_deref().map_or(("", &[][..]), |h| (h.text.as_str(), &h.tables[..]));
+        let tables = tables.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", ");
         let from = if tables.is_empty() { String::new() } else { format!(" from table {tables}") };
-        let hint = issue.hint.as_deref().unwrap_or("");
         return (
             Some(format!(
                 "{} ({}) kept failing in {} attempts although the feedback named what would satisfy it{from}: {hint}",

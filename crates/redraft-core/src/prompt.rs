@@ -184,9 +184,9 @@ impl PriorAttempt {
         let mut shown: Vec<String> = Vec::new();
         for issue in &mut issues {
             if let Some(hint) = issue.hint.take()
-                && !shown.contains(&hint)
+                && !shown.contains(&hint.text)
             {
-                shown.push(hint.clone());
+                shown.push(hint.text.clone());
                 issue.hint = Some(hint);
             }
         }

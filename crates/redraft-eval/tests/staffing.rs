@@ -244,7 +244,12 @@ async fn a_failed_fill_rule_hints_at_the_roster_rows_that_would_satisfy_it() {
         .issues
         .iter()
         .map(|i| {
-            (i.path.as_str(), i.code.as_str(), i.hint.as_deref(), i.hint_tables.iter().map(String::as_str).collect())
+            (
+                i.path.as_str(),
+                i.code.as_str(),
+                i.hint_text(),
+                i.hint.iter().flat_map(|h| &h.tables).map(String::as_str).collect(),
+            )
         })
         .collect();
     assert_eq!(
@@ -261,10 +266,10 @@ async fn a_failed_fill_rule_hints_at_the_roster_rows_that_would_satisfy_it() {
 
     // Another contract, another hint; when no row would do, the hint says so.
     let verdict = evaluate("fill", fill(&["W-2"]), &contract("detroit-electrician")).await;
-    assert_eq!(verdict.issues[0].hint.as_deref(), Some("workers in Detroit, MI with role Electrician: W-11 Kay Lopez"));
+    assert_eq!(verdict.issues[0].hint_text(), Some("workers in Detroit, MI with role Electrician: W-11 Kay Lopez"));
     let nobody = json!({"contract_id": "C-99", "target_count": 1, "city": "Akron", "state": "OH", "role": "Welder"});
     let verdict = evaluate("fill", fill(&["W-2"]), &nobody).await;
-    assert_eq!(verdict.issues[0].hint.as_deref(), Some("no worker in the roster is in Akron, OH with role Welder"));
+    assert_eq!(verdict.issues[0].hint_text(), Some("no worker in the roster is in Akron, OH with role Welder"));
 }
 
 /// The contracts of the pack: each has a right answer, found here from the roster itself (not

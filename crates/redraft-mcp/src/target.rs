@@ -44,7 +44,7 @@ impl Target {
         for evaluator in &self.evaluators {
             outcomes.push(evaluator.evaluate(input).await.map(|mut verdict| {
                 for issue in &mut verdict.issues {
-                    issue.evaluator.get_or_insert_with(|| evaluator.name().to_owned());
+                    issue.evaluator.get_or_insert_with(|| evaluator.name().into());
                 }
                 verdict
             }));

@@ -592,7 +592,7 @@ impl Runner {
             };
             let outcome = outcome.map(|mut verdict| {
                 for issue in &mut verdict.issues {
-                    issue.evaluator.get_or_insert_with(|| evaluator.name().to_owned());
+                    issue.evaluator.get_or_insert_with(|| evaluator.name().into());
                 }
                 verdict
             });

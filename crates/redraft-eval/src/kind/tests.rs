@@ -360,7 +360,10 @@ message = "{% if hint %}in {{ context.city }}: {{ hint | join(', ') }}{% endif %
 
 fn hints(rules: &str, artifact: Value, context: Value) -> Vec<(Option<String>, Vec<String>)> {
     let kind = load(&format!("{HEAD}{rules}")).unwrap();
-    kind.check_rules(&artifact, &context).into_iter().map(|i| (i.hint, i.hint_tables)).collect()
+    kind.check_rules(&artifact, &context)
+        .into_iter()
+        .map(|i| i.hint.map_or((None, Vec::new()), |h| (Some(h.text), h.tables)))
+        .collect()
 }
 
 #[test]
