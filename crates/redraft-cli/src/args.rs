@@ -189,6 +189,13 @@ pub struct RunArgs {
     #[command(flatten)]
     pub formats: FormatArgs,
 
+    /// Constrained decoding: also send the schema as `response_format` to an OpenAI-compatible
+    /// server (OpenAI, vLLM, llama-server), so the shape comes from the decoder; every check
+    /// still runs. A server that refuses it is asked again without it. By default,
+    /// `constrained` from the config (off).
+    #[arg(long)]
+    pub constrained: bool,
+
     #[command(flatten)]
     pub policy: PolicyArgs,
 

@@ -360,3 +360,27 @@ async fn no_format_check_lets_a_badly_formatted_answer_pass_and_is_kept_for_resu
     let run = store.run(result["run_id"].as_str().unwrap()).await.unwrap().unwrap();
     assert_eq!(run.spec["check_formats"], false, "{}", run.spec);
 }
+
+/// `--constrained` sends the schema as `response_format` with every attempt, and every check
+/// still runs: a decoder-shaped answer that breaks the schema's enum is still rejected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn constrained_sends_the_schema_as_response_format_and_still_checks() {
+    let s = setup(vec![reply(r#"{"city": "Toledo", "state": "Ohio"}"#), reply(r#"{"city": "Toledo", "state": "OH"}"#)])
+        .await;
+    let out = output(s.cmd(&["--constrained", "--json"])).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(statuses(&result), ["rejected", "accepted"]);
+    let bodies = s.server.bodies().await;
+    assert_eq!(bodies.len(), 2);
+    for body in &bodies {
+        assert_eq!(body["response_format"]["type"], "json_schema", "{body}");
+        assert_eq!(body["response_format"]["json_schema"]["schema"]["required"], json!(["city", "state"]), "{body}");
+    }
+
+    // Without the flag (and without the config key) nothing is sent as `response_format`.
+    let s = setup(vec![reply(r#"{"city": "Toledo", "state": "OH"}"#)]).await;
+    let out = output(s.cmd(&[])).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(s.server.bodies().await[0].get("response_format").is_none());
+}
