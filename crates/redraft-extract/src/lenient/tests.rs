@@ -149,6 +149,25 @@ fn truncation() {
 }
 
 #[test]
+fn brackets_in_a_string_cut_off_are_text() {
+    // the text ends inside a string: the brackets it holds are its text, not structure
+    check(r#"{"a": "x [1, 2] {y"#, (Some(r#"{"a": "x [1, 2] {y"}"#), &[TruncatedTail]));
+    check(r#"["x [1", "y {"#, (Some(r#"["x [1", "y {"]"#), &[TruncatedTail]));
+    check(r#"{"a": "x", "b": "[1, {2}]"#, (Some(r#"{"a": "x", "b": "[1, {2}]"}"#), &[TruncatedTail]));
+    check(r#"{"a": "see [the list]"#, (Some(r#"{"a": "see [the list]"}"#), &[TruncatedTail]));
+    check(r#"{"a": "x [1,"#, (Some(r#"{"a": "x [1,"}"#), &[TruncatedTail]));
+    check(r#"{"a": {"b": "c [d"#, (Some(r#"{"a": {"b": "c [d"}}"#), &[TruncatedTail]));
+    check(r#"{"list": ["x [1, 2] {y"#, (Some(r#"{"list": ["x [1, 2] {y"]}"#), &[TruncatedTail]));
+    // a closer the string did not open is where its end quote was lost, and the string's own
+    // brackets before it stay text
+    check(r#"["hello]"#, (Some(r#"["hello"]"#), &[MissingQuote]));
+    check(r#"["a [1, 2] b]"#, (Some(r#"["a [1, 2] b"]"#), &[MissingQuote]));
+    check(r#"["x {y} z]"#, (Some(r#"["x {y} z"]"#), &[MissingQuote]));
+    check(r#"{"a": "hello}"#, (Some(r#"{"a": "hello"}"#), &[MissingQuote]));
+    check(r#"{"a": "see [the list],"#, (Some(r#"{"a": "see [the list]"}"#), &[MissingQuote, TruncatedTail]));
+}
+
+#[test]
 fn deep_nesting_is_refused_not_overflowed() {
     let deep = "[".repeat(100_000);
     assert!(parse(&deep, 0).is_err());
