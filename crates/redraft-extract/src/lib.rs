@@ -59,8 +59,9 @@ pub enum Repair {
     MissingComma,
     /// A colon between a key and its value was added.
     MissingColon,
-    /// A key had no value (`{"a": }`, or the text ended after it: `{"a":`); `null` was used.
-    /// A key cut off part-way (`{"a": 1, "na`) is dropped instead.
+    /// A key had no value (`{"a": }`, or the text ended after its colon: `{"a":`); `null` was
+    /// used. A key the text ended before its colon (`{"a": 1, "na` or `{"a": 1, "name"`) is
+    /// dropped instead, recorded as [`Repair::TruncatedTail`] alone.
     MissingValue,
     /// Single-quoted strings were read as strings.
     SingleQuotes,
