@@ -18,12 +18,19 @@
 //!
 //! Every step is linear in the input: the scanner, fence finder and lenient parser each make
 //! one pass, and the number of spans and repair starting points tried is bounded.
+//!
+//! After extraction, [`coerce`] gives a value the shape its JSON Schema asks for where that is
+//! unambiguous (`"€77.08"` where a number is expected is 77.08), recording each change as a
+//! [`Coercion`]; a value that fits is never changed.
 
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use coerce::{Coercion, coerce};
+
+mod coerce;
 mod fence;
 mod lenient;
 mod scan;
