@@ -41,20 +41,26 @@ N = int(os.environ.get("N", "30"))
 MAX_TOKENS = int(os.environ.get("MAX_TOKENS", "512"))
 # TASKS: `deepjsoneval` (../shared/corpora/tasks, the English rows) or `people` (bench/tasks:
 # 30 flat person extractions, written by tasks/make_people.py).
+# TASKS=staffing: the contracts of examples/staffing (contexts/*.json), each to be filled with
+# roster workers through `--kind fill`, with the kind's hints and without them.
 TASK_SET = os.environ.get("TASKS", "deepjsoneval")
-if TASK_SET not in ("deepjsoneval", "people"):
-    sys.exit("bench: TASKS is deepjsoneval or people")
+if TASK_SET not in ("deepjsoneval", "people", "staffing"):
+    sys.exit("bench: TASKS is deepjsoneval, people or staffing")
 OUT = os.environ.get("OUT", "convergence" if TASK_SET == "deepjsoneval" else f"convergence-{TASK_SET}")
 REDRAFT = os.environ.get("REDRAFT", str(BIN / "redraft"))
 MODEL = "smollm2-135m"
 TASKS = CORPORA / "tasks" / "deepjsoneval-dev.jsonl" if TASK_SET == "deepjsoneval" else BENCH / "tasks" / "people.jsonl"
 META = (CORPORA / "tasks" / "deepjsoneval_meta_prompt.txt").read_text().strip()
+STAFFING = BENCH.parent / "examples" / "staffing"
 
 # redraft variants: extra CLI flags and config lines. "redraft" is redraft as built, with its
 # defaults; "redraft+example" shows the model an example instead of the JSON Schema.
 VARIANTS = {
     "redraft": ([], ""),
     "redraft+example": (["--prompt-style", "example"], ""),
+} if TASK_SET != "staffing" else {
+    "redraft": ([], ""),
+    "redraft-no-hints": (["--no-hints"], ""),
 }
 if os.environ.get("BENCH_REDRAFT_BEFORE"):  # another build of the CLI, e.g. before a change
     VARIANTS = {"redraft-before": (["@" + os.environ["BENCH_REDRAFT_BEFORE"]], ""),
@@ -67,9 +73,55 @@ for spec in filter(None, os.environ.get("BENCH_VARIANTS", "").split(";")):
     VARIANTS[name.strip()] = (flags.split(), config.replace("\\n", "\n"))
 
 
+def staffing_tasks():
+    """One task per contract: fill it from the roster (which the model has not seen)."""
+    import csv
+    roster = list(csv.DictReader((STAFFING / "tables" / "workers.csv").open()))
+    tasks = []
+    for path in sorted((STAFFING / "contexts").glob("*.json")):
+        c = json.loads(path.read_text())
+        tasks.append({"id": path.stem, "depth": 1, "context": c, "roster": roster, "schema": None, "expected": None,
+                      "text": (f"Staff contract {c['contract_id']}: {c['target_count']} {c['role']} worker(s) in "
+                               f"{c['city']}, {c['state']}, starting {c['start_date']}. Answer with the fill.")})
+    return tasks
+
+
+def staffing_ok(task, value):
+    """The fill rules, checked here against the roster itself: known workers whose city, state
+    and role match the contract, exactly target_count of them, nobody twice."""
+    if not isinstance(value, dict) or not isinstance(value.get("fills"), list):
+        return False
+    ids = [f.get("worker_id") if isinstance(f, dict) else None for f in value["fills"]]
+    rows = {r["id"]: r for r in task["roster"]}
+    c = task["context"]
+    return (len(ids) == c["target_count"] and len(set(ids)) == len(ids)
+            and all(i in rows and rows[i]["city"] == c["city"] and rows[i]["state"] == c["state"]
+                    and rows[i]["role"] == c["role"] for i in ids))
+
+
+def kinds_without_hints(dest):
+    """A copy of the staffing kinds with every rule's `[rules.hint]` table removed."""
+    import shutil
+    shutil.copytree(STAFFING, dest, dirs_exist_ok=True)
+    for toml in (dest / "kinds").glob("*/kind.toml"):
+        out, skipping = [], False
+        for line in toml.read_text().splitlines():
+            if line.strip() == "[rules.hint]":
+                skipping = True
+                continue
+            if skipping and line.startswith("["):
+                skipping = False
+            if not skipping:
+                out.append(line)
+        toml.write_text("\n".join(out) + "\n")
+    return dest / "kinds"
+
+
 def select_tasks():
     """English tasks, shortest first (text + schema characters, ties by id): the first N.
     Short prompts leave room in the context for three attempts and their feedback."""
+    if TASK_SET == "staffing":
+        return staffing_tasks()[:N]
     rows = [json.loads(line) for line in TASKS.read_text().splitlines() if line.strip()]
     en = [r for r in rows if r["language"] == "en"]
     en.sort(key=lambda r: (len(r["text"]) + len(json.dumps(r["schema"])), r["id"]))
@@ -89,15 +141,19 @@ def one_call_prompt(task):
 # ---------------------------------------------------------------- judging
 
 
-def judge(schema, value):
-    """Schema-valid? (None = no JSON value at all.)"""
+def judge(schema, value, task=None):
+    """Schema-valid (the staffing tasks: the fill rules pass)? (None = no JSON value at all.)"""
     if value is None:
         return False
+    if task is not None and TASK_SET == "staffing":
+        return staffing_ok(task, value)
     return jsonschema.validators.validator_for(schema)(schema).is_valid(value)
 
 
 def schema_errors(schema, value):
     """How far from valid: the number of errors jsonschema reports."""
+    if schema is None:
+        return 0
     return sum(1 for _ in jsonschema.validators.validator_for(schema)(schema).iter_errors(value))
 
 
@@ -137,7 +193,10 @@ def same(gold, got):
 
 def field_accuracy(expected, value):
     """Share of the leaf values of `expected` (objects by key, arrays by index; an empty object or
-    array is one leaf) found equal at the same path in `value`."""
+    array is one leaf) found equal at the same path in `value`. (The staffing tasks have no gold
+    values: any fill that passes the rules is right.)"""
+    if expected is None:
+        return 0.0
     gold = list(leaves(expected))
     if not gold:
         return 1.0
@@ -267,8 +326,16 @@ def run_redraft(task, flags, config):
         (t / "schema.json").write_text(json.dumps(task["schema"], ensure_ascii=False))
         (t / "prompt.txt").write_text(base_prompt(task))
         (t / "redraft.toml").write_text(config)
+        if TASK_SET == "staffing":
+            kinds = kinds_without_hints(t / "pack") if "--no-hints" in flags else STAFFING / "kinds"
+            flags = [f for f in flags if f != "--no-hints"]
+            (t / "context.json").write_text(json.dumps(task["context"]))
+            (t / "prompt.txt").write_text(task["text"])
+            what = ["--kinds", str(kinds), "--kind", "fill", "--context", f"@{t / 'context.json'}"]
+        else:
+            what = ["--schema", str(t / "schema.json")]
         cmd = [binary, "run", "--config", str(t / "redraft.toml"), "--model", f"openai/{MODEL}",
-               "--schema", str(t / "schema.json"), "--prompt", f"@{t / 'prompt.txt'}",
+               *what, "--prompt", f"@{t / 'prompt.txt'}",
                "--max-iterations", "3", "--temperature", "0", "--max-tokens", str(MAX_TOKENS),
                "--attempt-timeout", "900s", "--no-store", "--json", "--progress", "never"] + flags
         env = {**os.environ, "OPENAI_BASE_URL": BASE_URL, "OPENAI_API_KEY": "unused", "HOME": tmp,
@@ -313,15 +380,16 @@ def summarize(name, tasks, runs):
     valid_at = []
     for k in (1, 2, 3):
         valid_at.append(sum(1 for t, r in zip(tasks, runs)
-                            if any(accepted(name, r, i) and judge(t["schema"], a["value"])
+                            if any(accepted(name, r, i) and judge(t["schema"], a["value"], t)
                                    for i, a in enumerate(r["attempts"][:k]))))
-    final_valid = [any(accepted(name, r, i) and judge(t["schema"], a["value"]) for i, a in enumerate(r["attempts"]))
+    final_valid = [any(accepted(name, r, i) and judge(t["schema"], a["value"], t) for i, a in enumerate(r["attempts"]))
                    for t, r in zip(tasks, runs)]
     # The system accepted an answer that Python jsonschema rejects (should not happen).
     disagreements = sum(1 for t, r in zip(tasks, runs)
                         for i, a in enumerate(r["attempts"]) if accepted(name, r, i) and name != "one-call"
-                        and not judge(t["schema"], a["value"]))
-    acc = [field_accuracy(t["expected"], r["final"]) if v else 0.0 for t, r, v in zip(tasks, runs, final_valid)]
+                        and not judge(t["schema"], a["value"], t))
+    acc = [(1.0 if t["expected"] is None else field_accuracy(t["expected"], r["final"])) if v else 0.0
+           for t, r, v in zip(tasks, runs, final_valid)]
     acc_valid = [a for a, v in zip(acc, final_valid) if v]
     back = [returned(name, r) for r in runs]
     acc_returned = [field_accuracy(t["expected"], b) if b is not None else 0.0 for t, b in zip(tasks, back)]
@@ -371,7 +439,9 @@ ORDER = ["one-call", "instructor"]
 
 def main():
     tasks = select_tasks()
-    systems = os.environ.get("SYSTEMS", "one-call,instructor," + ",".join(VARIANTS)).split(",")
+    # One call and Instructor have no roster to check a fill against: redraft's variants only.
+    others = "" if TASK_SET == "staffing" else "one-call,instructor,"
+    systems = os.environ.get("SYSTEMS", others + ",".join(VARIANTS)).split(",")
     out = {"machine": machine(), "task_set": TASK_SET, "model": MODEL, "base_url": BASE_URL, "n": len(tasks), "max_tokens": MAX_TOKENS,
            "tasks": [t["id"] for t in tasks], "variants": VARIANTS, "systems": {}}
     previous = RESULTS / f"{OUT}.json"
@@ -398,7 +468,7 @@ def main():
             r["wall_s"] = time.monotonic() - t0
             r["id"] = task["id"]
             runs.append(r)
-            ok = [int(judge(task["schema"], a["value"])) for a in r["attempts"]]
+            ok = [int(judge(task["schema"], a["value"], task)) for a in r["attempts"]]
             print(f"{name} {i + 1}/{len(tasks)} {task['id']} depth {task['depth']}: calls {len(r['attempts'])} "
                   f"valid {ok} {r['wall_s']:.1f}s {r.get('error') or ''}", file=sys.stderr, flush=True)
         for r in runs:
@@ -409,8 +479,9 @@ def main():
         v["summary"] = summarize(name, tasks, v["runs"])
     names = [k for k in ORDER if k in out["systems"]] + [k for k in out["systems"] if k not in ORDER]
     out["systems"] = {k: out["systems"][k] for k in names}
-    what = (f"DeepJSONEval (English, the {len(tasks)} shortest tasks)" if TASK_SET == "deepjsoneval"
-            else f"{len(tasks)} flat person extractions (bench/tasks/people.jsonl)")
+    what = {"deepjsoneval": f"DeepJSONEval (English, the {len(tasks)} shortest tasks)",
+            "people": f"{len(tasks)} flat person extractions (bench/tasks/people.jsonl)",
+            "staffing": f"the {len(tasks)} staffing contracts (examples/staffing; valid = the fill rules pass)"}[TASK_SET]
     md = [f"Convergence on {what}, {MODEL}, temperature 0, max_tokens {MAX_TOKENS}", "",
           table(HEADER, [row(v["summary"]) for v in out["systems"].values()])]
     if "one-call" in out["systems"]:

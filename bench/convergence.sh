@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Convergence with a real small model: one call vs Instructor (max_retries=2) vs redraft
 # (max_iterations=3) on DeepJSONEval extraction tasks (../shared/corpora/tasks; TASKS=people: the
-# 30 flat person extractions of bench/tasks/people.jsonl instead), with
+# 30 flat person extractions of bench/tasks/people.jsonl instead; TASKS=staffing: the contracts
+# of examples/staffing filled through `--kind fill`, with the kind's hints and without), with
 # SmolLM2-135M-Instruct under llama-server, started here (bench/local-model.sh: built and cached
 # on first use, ~5 min) and stopped at the end.
-# Writes bench/results/convergence.{json,md} (convergence-people.* for TASKS=people). N (30 tasks), MAX_TOKENS (512), SYSTEMS,
+# Writes bench/results/convergence.{json,md} (convergence-people.*, convergence-staffing.* for those sets). N (30 tasks), MAX_TOKENS (512), SYSTEMS,
 # BENCH_VARIANTS (see convergence.py), LOCAL_MODEL_THREADS (2: the model is the only work)
 # may be set. BEFORE_REV=<git revision> also measures the CLI built from that revision
 # (e.g. BEFORE_REV=fee0877, the code before the changes of BENCHMARKS.md section 5).

@@ -187,6 +187,16 @@ pub struct RunArgs {
     pub prompt_style: Option<PromptStyleArg>,
 
     #[command(flatten)]
+    pub formats: FormatArgs,
+
+    /// Constrained decoding: also send the schema as `response_format` to an OpenAI-compatible
+    /// server (OpenAI, vLLM, llama-server), so the shape comes from the decoder; every check
+    /// still runs. A server that refuses it is asked again without it. By default,
+    /// `constrained` from the config (off).
+    #[arg(long)]
+    pub constrained: bool,
+
+    #[command(flatten)]
     pub policy: PolicyArgs,
 
     /// Print the whole result as JSON (artifact, history, metrics, escalation) on stdout instead of only the artifact.
@@ -251,6 +261,30 @@ pub struct UntilArgs {
     /// The agent command and its arguments.
     #[arg(last = true, value_name = "AGENT", required = true)]
     pub agent: Vec<String>,
+}
+
+/// `--no-format-check`, shared by every command that checks against JSON Schemas.
+#[derive(Debug, Args, Default)]
+pub struct FormatArgs {
+    /// Do not check JSON Schema `format`s (`date`, `email`, `uri`, …): they become annotations.
+    /// By default, `check_formats` from the config (they are checked).
+    #[arg(long)]
+    pub no_format_check: bool,
+}
+
+impl FormatArgs {
+    /// `check_formats` as the flag sets it: `Some(false)` with `--no-format-check`, else unset
+    /// (the config decides).
+    pub fn check_formats(&self) -> Option<bool> {
+        self.no_format_check.then_some(false)
+    }
+
+    /// The config with the flag applied.
+    pub fn apply(&self, config: &mut redraft::config::Config) {
+        if let Some(check) = self.check_formats() {
+            config.check_formats = check;
+        }
+    }
 }
 
 /// The policy flags shared by every command that runs a loop.
@@ -346,6 +380,9 @@ pub struct ValidateArgs {
     #[arg(value_name = "FILE|-")]
     pub input: Option<String>,
 
+    #[command(flatten)]
+    pub formats: FormatArgs,
+
     /// Print `{"passed", "issues"}` as JSON.
     #[arg(long)]
     pub json: bool,
@@ -376,6 +413,10 @@ pub struct McpArgs {
     /// Do not record `iterate` runs in the store (`.redraft/redraft.db` by default).
     #[arg(long)]
     pub no_store: bool,
+
+    // For requests that do not say (`check_formats`).
+    #[command(flatten)]
+    pub formats: FormatArgs,
 }
 
 #[derive(Debug, Args)]
@@ -394,6 +435,10 @@ pub struct ServeArgs {
     /// execute them.
     #[arg(long)]
     pub no_worker: bool,
+
+    // For requests that do not say (`check_formats`).
+    #[command(flatten)]
+    pub formats: FormatArgs,
 }
 
 #[derive(Debug, Args)]
@@ -405,6 +450,10 @@ pub struct WorkerArgs {
     /// Where kinds live. By default, `kinds_dir` from the config (`./kinds`).
     #[arg(long, value_name = "DIR")]
     pub kinds: Option<PathBuf>,
+
+    // For runs that do not say (`check_formats`).
+    #[command(flatten)]
+    pub formats: FormatArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -39,9 +39,9 @@ pub fn issues_from_output(output: &str, tail_lines: usize) -> Vec<Issue> {
     issues
 }
 
-/// Keeps at most `max_chars` characters of issue text (path, code, message, `expected` and
-/// `found` together), in order. The issue that crosses the limit keeps its path and code when
-/// they fit, loses `expected` and `found`, and has its message cut in the middle with a marker
+/// Keeps at most `max_chars` characters of issue text (path, code, message, `expected`,
+/// `found` and the hint together), in order. The issue that crosses the limit keeps its path
+/// and code when they fit, loses `expected`, `found` and its hint, and has its message cut in the middle with a marker
 /// `[... N characters cut ...]` (markers are not counted); the issues after it are dropped.
 /// Returns how many were dropped.
 pub fn bound_issues(issues: &mut Vec<Issue>, max_chars: usize) -> usize {
@@ -60,6 +60,7 @@ pub fn bound_issues(issues: &mut Vec<Issue>, max_chars: usize) -> usize {
         }
         issue.expected = None;
         issue.found = None;
+        issue.hint = None;
         let (path, code) = (issue.path.chars().count(), issue.code.chars().count());
         if path + code > left {
             let path_room = path.min(left / 2);
@@ -84,6 +85,7 @@ fn text_chars(issue: &Issue) -> usize {
         + issue.message.chars().count()
         + value_chars(&issue.expected)
         + value_chars(&issue.found)
+        + issue.hint.as_ref().map_or(0, |h| h.text.chars().count())
 }
 
 /// `text` cut to at most `max` of its characters: its head and tail around a marker saying how

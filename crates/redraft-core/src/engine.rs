@@ -18,8 +18,8 @@ use crate::issue::{Issue, Score, Verdict, codes};
 use crate::policy::{Ceilings, HaltReason, PlanError, Policy};
 use crate::price::{CostEstimate, OutputBasis, Price, estimate_tokens};
 use crate::prompt::{
-    Feedback, FirstPrompt, FreshPrompt, PriorAttempt, PromptStyle, Prompts, Strategy, Templates, placeholder_paths,
-    pretty, skeleton_text, truncate_chars,
+    Feedback, FirstPrompt, FreshPrompt, PriorAttempt, PromptStyle, Prompts, Strategy, Templates, bare_skeleton,
+    fill_known, placeholder_paths, pretty, prose_pairs, skeleton_text, skeleton_value_text, truncate_chars,
 };
 use crate::record::{
     AttemptRecord, AttemptStatus, Metrics, RecordedRepair, RunErrorReport, RunResult, RunStatus, Validation,
@@ -244,6 +244,9 @@ pub struct Engine {
     /// The placeholders of the generated skeleton shown to the proposer: an answer holding one
     /// copied the example and is rejected.
     placeholders: Vec<&'static str>,
+    /// That skeleton, to show again filled with what the answers gave when an answer lost the
+    /// shape (prose, a copied example, a schema).
+    skeleton: Option<Value>,
     conversation: Vec<Message>,
     prior: Vec<PriorAttempt>,
     history: Vec<AttemptRecord>,
@@ -320,6 +323,11 @@ impl Engine {
         };
         let (example, placeholders) =
             if show_example && structured { (example, placeholders) } else { (None, Vec::new()) };
+        let skeleton = plan
+            .schema
+            .as_deref()
+            .filter(|_| example.is_some() && plan.example.is_none() && plan.tool.is_none())
+            .map(bare_skeleton);
         let first_schema = schema_text.clone().filter(|_| show_schema);
         // After a rejection the shape is shown again the way the first prompt showed it: a
         // prompt that left the schema out (the example style, for models that echo a schema
@@ -365,6 +373,7 @@ impl Engine {
             example_again,
             schema_again,
             placeholders,
+            skeleton,
             prior: Vec::new(),
             history: Vec::new(),
             seen: Vec::new(),
@@ -814,6 +823,7 @@ impl Engine {
                     // Nothing was answered: send the same conversation again.
                     return;
                 }
+                let example = self.example_again.take();
                 let ctx = Feedback {
                     attempt: record.iteration + 1,
                     max_attempts: self.plan.policy.max_iterations,
@@ -821,7 +831,7 @@ impl Engine {
                     structured,
                     prior: &prior,
                     schema: self.schema_again.take(),
-                    example: self.example_again.take(),
+                    example: self.filled_example(record).or(example),
                 };
                 let text = self.prompts.feedback(&ctx).unwrap_or_else(|e| fallback_feedback(&ctx, &e.to_string()));
                 // Nothing of an answer too large was kept: only the feedback follows.
@@ -831,6 +841,24 @@ impl Engine {
                 self.conversation.push(Message::user(text));
             }
         }
+    }
+
+    /// When `record` lost the shape — prose, a copied placeholder, a schema instead of an
+    /// answer — the generated example again, with every placeholder an answer so far filled in
+    /// (this one's `Key: value` lines or JSON first, then the earlier answers, latest first).
+    fn filled_example(&self, record: &AttemptRecord) -> Option<String> {
+        let skeleton = self.skeleton.as_ref()?;
+        let lost = record.status == AttemptStatus::InvalidJson
+            || record.issues.iter().any(|i| i.code == codes::PLACEHOLDER || i.code == codes::SCHEMA_ECHO);
+        if !lost {
+            return None;
+        }
+        // A schema's members (`type`, `properties`) are not answers.
+        let prose = if record.artifact.is_none() { prose_pairs(&record.raw, skeleton) } else { Value::Null };
+        let mut known: Vec<&Value> = vec![&prose];
+        known.extend(answer_given(record));
+        known.extend(self.history.iter().rev().filter(|a| a.iteration != record.iteration).filter_map(answer_given));
+        Some(skeleton_value_text(&fill_known(skeleton, &known)))
     }
 
     /// The index in the history of the best attempt: highest score, ties to the latest,
@@ -895,6 +923,11 @@ impl Engine {
             history: self.history,
         }
     }
+}
+
+/// The artifact of an attempt, unless it was a schema given instead of an answer.
+fn answer_given(a: &AttemptRecord) -> Option<&Value> {
+    a.artifact.as_ref().filter(|_| !a.issues.iter().any(|i| i.code == codes::SCHEMA_ECHO))
 }
 
 /// Whether `artifact` is a JSON Schema rather than an answer to `schema`: an object with a

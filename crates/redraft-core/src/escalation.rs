@@ -95,6 +95,17 @@ pub fn recurring_issues(history: &[AttemptRecord]) -> Vec<RecurringIssue> {
     counts
 }
 
+/// The most frequent recurring issue whose latest occurrence carried a hint, with that issue.
+fn hinted_recurring<'a>(
+    history: &'a [AttemptRecord],
+    recurring: &'a [RecurringIssue],
+) -> Option<(&'a RecurringIssue, &'a Issue)> {
+    recurring.iter().find_map(|r| {
+        let latest = history.iter().rev().flat_map(|a| &a.issues).find(|i| i.path == r.path && i.code == r.code)?;
+        latest.hint.as_ref().map(|_| (r, latest))
+    })
+}
+
 fn has_issue(a: &AttemptRecord, path: &str, code: &str) -> bool {
     a.issues.iter().any(|i| i.path == path && i.code == code)
 }
@@ -141,6 +152,24 @@ fn diagnose(history: &[AttemptRecord], recurring: &[RecurringIssue], facts: RunF
         return (
             Some("the run was cancelled before an attempt passed".to_owned()),
             "Resume the run, or take the best-so-far artifact as it is?".to_owned(),
+        );
+    }
+    if let Some((r, issue)) = hinted_recurring(history, recurring) {
+        let (hint, tables) = issue.hint.as_deref().map_or(("", &[][..]), |h| (h.text.as_str(), &h.tables[..]));
+        let tables = tables.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", ");
+        let from = if tables.is_empty() { String::new() } else { format!(" from table {tables}") };
+        return (
+            Some(format!(
+                "{} ({}) kept failing in {} attempts although the feedback named what would satisfy it{from}: {hint}",
+                place(&r.path),
+                r.code,
+                r.count
+            )),
+            format!(
+                "The model was shown the reference data{from} and still failed {}: {}. Is the right entry in the table (add or correct it there), or should the requirement change?",
+                place(&r.path),
+                issue.message
+            ),
         );
     }
     let top = recurring.first();

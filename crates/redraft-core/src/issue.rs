@@ -47,7 +47,24 @@ pub struct Issue {
     pub found: Option<Box<Value>>,
     /// The evaluator that raised it (`schema`, `kind:fill`, `exec`, `score`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub evaluator: Option<String>,
+    pub evaluator: Option<Box<str>>,
+    /// What would satisfy the check, drawn from reference data the model has not seen (a kind
+    /// rule's `hint`); serialised as the issue's `hint` and `hint_tables` fields. Boxed: most
+    /// issues have none, and an `Issue` stays small enough to be a cheap `Err`.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<Box<Hint>>,
+}
+
+/// What would satisfy a failed check, from reference data the model has not seen: "workers in
+/// Toledo, OH with role Welder: W-2 Ben Carter, W-3 Carla Diaz".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hint {
+    /// The hint's words.
+    #[serde(rename = "hint")]
+    pub text: String,
+    /// The reference tables it was drawn from.
+    #[serde(rename = "hint_tables", default, skip_serializing_if = "Vec::is_empty")]
+    pub tables: Vec<String>,
 }
 
 impl Issue {
@@ -61,7 +78,19 @@ impl Issue {
             expected: None,
             found: None,
             evaluator: None,
+            hint: None,
         }
+    }
+
+    /// Set the hint and the reference tables it was drawn from.
+    pub fn with_hint(mut self, hint: impl Into<String>, tables: Vec<String>) -> Self {
+        self.hint = Some(Box::new(Hint { text: hint.into(), tables }));
+        self
+    }
+
+    /// The hint's words, when the issue has a hint.
+    pub fn hint_text(&self) -> Option<&str> {
+        self.hint.as_deref().map(|h| h.text.as_str())
     }
 
     /// Set what was expected and what was found.
@@ -175,6 +204,28 @@ impl Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hint_is_written_as_the_issues_hint_and_hint_tables_fields_and_read_back() {
+        let issue =
+            Issue::new("/fills/0", "rule:city", "wrong city").with_hint("in Toledo: W-2", vec!["workers".into()]);
+        let json = serde_json::to_value(&issue).unwrap();
+        assert_eq!(json["hint"], "in Toledo: W-2");
+        assert_eq!(json["hint_tables"], serde_json::json!(["workers"]));
+        assert_eq!(serde_json::from_value::<Issue>(json).unwrap(), issue);
+
+        let plain = Issue::new("", "type", "not an object");
+        let json = serde_json::to_value(&plain).unwrap();
+        assert!(json.get("hint").is_none() && json.get("hint_tables").is_none(), "{json}");
+        assert_eq!(serde_json::from_value::<Issue>(json).unwrap().hint, None);
+    }
+
+    #[test]
+    fn an_issue_is_small_enough_to_be_a_cheap_err() {
+        // `Result<(), Issue>` is what a check returns; past 128 bytes it is a large error for
+        // every caller (and clippy says so in their code).
+        assert!(std::mem::size_of::<Issue>() < 128, "{}", std::mem::size_of::<Issue>());
+    }
 
     #[test]
     fn combine_takes_minimum_score_and_all_pass() {

@@ -40,7 +40,7 @@ pub use directive::{Directive, DirectiveError};
 pub use engine::{AttemptEnd, AttemptOutcome, Candidate, Engine, Fallback, Interruption, Mode, Next, Plan, Task};
 pub use evaluator::{ArtifactSource, EvalInput, Evaluator, EvaluatorError};
 pub use events::RunObserver;
-pub use issue::{Issue, Score, Severity, Verdict, codes};
+pub use issue::{Hint, Issue, Score, Severity, Verdict, codes};
 pub use policy::{Ceilings, HaltReason, PlanError, Policy};
 pub use price::Price;
 pub use prompt::{PromptStyle, Strategy, Templates};

@@ -99,6 +99,9 @@ It was cut off at the output token limit before it ended.
 Problems ({{ issues | length }}):
 {% for issue in issues %}
 {{ loop.index }}. {{ issue.path or "(root)" }}: {{ issue.message }} [{{ issue.code }}]
+{% if issue.hint is defined and issue.hint %}
+   Hint: {{ issue.hint }}
+{% endif %}
 {% endfor %}
 {% if issues_omitted %}
 [{{ issues_omitted }} more problems not shown]
@@ -137,6 +140,9 @@ Attempt {{ p.iteration }}{% if p.repeat_of %} (identical to attempt {{ p.repeat_
 Problems ({{ p.issues | length }}):
 {% for issue in p.issues %}
 {{ loop.index }}. {{ issue.path or "(root)" }}: {{ issue.message }} [{{ issue.code }}]
+{% if issue.hint is defined and issue.hint %}
+   Hint: {{ issue.hint }}
+{% endif %}
 {% endfor %}
 {% if p.issues_omitted %}
 [{{ p.issues_omitted }} more problems not shown]
@@ -174,6 +180,16 @@ impl PriorAttempt {
     /// ones after it are counted in `issues_omitted` (see [`bound_issues`]).
     pub fn new(iteration: u32, echo: &str, max_chars: usize, issues: Vec<Issue>, repeat_of: Option<u32>) -> Self {
         let mut issues = issues;
+        // A hint shared by several issues (one bad row fails several rules) is shown once.
+        let mut shown: Vec<String> = Vec::new();
+        for issue in &mut issues {
+            if let Some(hint) = issue.hint.take()
+                && !shown.contains(&hint.text)
+            {
+                shown.push(hint.text.clone());
+                issue.hint = Some(hint);
+            }
+        }
         let issues_omitted = bound_issues(&mut issues, max_chars);
         let echo_chars = echo.chars().count();
         let (echo, echo_truncated) = truncate_chars(echo, max_chars);
@@ -388,12 +404,132 @@ pub fn skeleton(schema: &Value) -> Value {
 /// came back `0` in 4 of 5 extractions under `"age": 0` and right in 5 of 5 under
 /// `"age": <integer>` (BENCHMARKS.md section 5). Returns the text and the placeholders in it.
 pub fn skeleton_text(schema: &Value) -> (String, Vec<&'static str>) {
-    let value = skeleton_at(schema, schema, 0, true);
-    let mut text = pretty(&value);
+    let value = bare_skeleton(schema);
+    (skeleton_value_text(&value), placeholders_in(&value))
+}
+
+/// The skeleton `value` (from [`skeleton`] with bare placeholders) as text shown to a model,
+/// with the placeholders still in it.
+pub fn skeleton_value_text(value: &Value) -> String {
+    let mut text = pretty(value);
     for bare in BARE {
         text = text.replace(&format!("\"{bare}\""), bare);
     }
-    (text, placeholders_in(&value))
+    text
+}
+
+/// The skeleton generated from `schema` with bare placeholders (`"<integer>"` for a number),
+/// as a value: what [`skeleton_text`] renders.
+pub fn bare_skeleton(schema: &Value) -> Value {
+    skeleton_at(schema, schema, 0, true)
+}
+
+/// The example `skeleton` with what is known filled in: each placeholder whose place holds a
+/// value in one of `known` (earlier answers, most trusted first) that is not itself a
+/// placeholder takes that value, if it has the placeholder's JSON type (a number for
+/// `<number>`, a string for `<string>`…). Nothing is invented: what no answer gave stays a
+/// placeholder. A model that answered in prose or copied the example is shown its own values
+/// in the shape, instead of the bare skeleton again.
+pub fn fill_known(skeleton: &Value, known: &[&Value]) -> Value {
+    match skeleton {
+        Value::Object(map) => {
+            let mut out = Map::new();
+            for (key, sub) in map {
+                let inner: Vec<&Value> = known.iter().filter_map(|k| k.get(key)).collect();
+                out.insert(key.clone(), fill_known(sub, &inner));
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => {
+            // A whole array from the first answer that gave one free of placeholders.
+            let given = known.iter().find_map(|k| match k {
+                Value::Array(a) if !a.is_empty() && !a.iter().any(holds_placeholder) => Some(*k),
+                _ => None,
+            });
+            match (given, items.first()) {
+                (Some(array), Some(shape)) if array.as_array().is_some_and(|a| a.iter().all(|v| fits(shape, v))) => {
+                    array.clone()
+                }
+                _ => skeleton.clone(),
+            }
+        }
+        Value::String(s) if PLACEHOLDERS.contains(&s.as_str()) => known
+            .iter()
+            .find(|k| !holds_placeholder(k) && fits(skeleton, k))
+            .map_or_else(|| skeleton.clone(), |k| (*k).clone()),
+        _ => skeleton.clone(),
+    }
+}
+
+/// The `Key: value` lines of a prose answer whose key names a top-level member of the object
+/// `skeleton` (case, spaces, `-` and `_` aside), as an object of those members: what a model
+/// that answered `Name: Yuki Tanaka` / `Age: 27` gave. A value is read as the placeholder's
+/// type asks (a number for `<integer>` or `<number>`, `true`/`false`/`yes`/`no` for
+/// `<boolean>`, else the text without its quotes); one that does not read so is left out.
+pub fn prose_pairs(raw: &str, skeleton: &Value) -> Value {
+    let Some(members) = skeleton.as_object() else {
+        return Value::Null;
+    };
+    let norm = |k: &str| k.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect::<String>();
+    let mut out = Map::new();
+    for line in raw.lines().take(200) {
+        let line = line.trim().trim_start_matches(['-', '*', '•']).trim();
+        if line.starts_with(['{', '[']) {
+            continue;
+        }
+        let Some((key, value)) = line.split_once(':') else { continue };
+        let key = norm(key.trim().trim_matches(['"', '\'', '*', '`']));
+        let Some((name, shape)) = members.iter().find(|(name, _)| norm(name) == key) else { continue };
+        if out.contains_key(name) {
+            continue;
+        }
+        let value = value.trim().trim_end_matches(',').trim().trim_matches(['"', '\'', '`']).trim();
+        if value.is_empty() {
+            continue;
+        }
+        let read = match shape.as_str() {
+            Some("<integer>") => value.parse::<i64>().ok().map(Value::from),
+            Some("<number>") => value.parse::<f64>().ok().and_then(serde_json::Number::from_f64).map(Value::Number),
+            Some("<boolean>") => match value.to_ascii_lowercase().as_str() {
+                "true" | "yes" => Some(Value::Bool(true)),
+                "false" | "no" => Some(Value::Bool(false)),
+                _ => None,
+            },
+            Some(p) if PLACEHOLDERS.contains(&p) => Some(Value::String(value.to_owned())),
+            _ => None,
+        };
+        if let Some(read) = read {
+            out.insert(name.clone(), read);
+        }
+    }
+    Value::Object(out)
+}
+
+/// Whether `value` holds a placeholder string anywhere.
+fn holds_placeholder(value: &Value) -> bool {
+    match value {
+        Value::String(s) => PLACEHOLDERS.contains(&s.as_str()),
+        Value::Array(a) => a.iter().any(holds_placeholder),
+        Value::Object(m) => m.values().any(holds_placeholder),
+        _ => false,
+    }
+}
+
+/// Whether `value` has the JSON type of the skeleton's `shape` (a placeholder names its type).
+fn fits(shape: &Value, value: &Value) -> bool {
+    match shape {
+        Value::String(p) => match p.as_str() {
+            "<integer>" => value.as_i64().is_some() || value.as_u64().is_some(),
+            "<number>" => value.is_number(),
+            "<boolean>" => value.is_boolean(),
+            _ => value.is_string() && !value.as_str().is_some_and(str::is_empty),
+        },
+        Value::Object(_) => value.is_object(),
+        Value::Array(_) => value.is_array(),
+        Value::Number(_) => value.is_number(),
+        Value::Bool(_) => value.is_boolean(),
+        Value::Null => true,
+    }
 }
 
 fn skeleton_at(node: &Value, root: &Value, depth: usize, bare: bool) -> Value {
@@ -583,6 +719,30 @@ mod tests {
             assert!(text.contains(" characters cut ...]"), "{text}");
             assert!(text.contains(&format!("[{} more problems not shown]", prior.issues_omitted)), "{text}");
         }
+    }
+
+    #[test]
+    fn a_hint_shared_by_several_issues_is_shown_once() {
+        let hint = "workers in Toledo: W-2, W-3";
+        let issues = vec![
+            Issue::new("/fills/0", "rule:city", "wrong city").with_hint(hint, vec!["workers".into()]),
+            Issue::new("/fills/0", "rule:state", "wrong state").with_hint(hint, vec!["workers".into()]),
+            Issue::new("/fills/1", "rule:role", "wrong role").with_hint("welders: W-2", vec![]),
+        ];
+        let prior = PriorAttempt::new(1, "{}", 4000, issues, None);
+        let prompts = Prompts::new(&Templates::default()).unwrap();
+        let ctx = Feedback {
+            attempt: 2,
+            max_attempts: 3,
+            previous: 1,
+            structured: true,
+            prior: &prior,
+            schema: None,
+            example: None,
+        };
+        let text = prompts.feedback(&ctx).unwrap();
+        assert_eq!(text.matches("Hint: workers in Toledo: W-2, W-3").count(), 1, "{text}");
+        assert!(text.contains("wrong role [rule:role]\n   Hint: welders: W-2\n"), "{text}");
     }
 
     #[test]

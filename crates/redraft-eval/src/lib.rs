@@ -15,4 +15,4 @@ pub use exec::ExecEvaluator;
 pub use http::HttpEvaluator;
 pub use judge::JudgeEvaluator;
 pub use kind::{Kind, KindError, KindEvaluator, Kinds, LlmCheck};
-pub use schema::{SchemaError, SchemaEvaluator};
+pub use schema::{Formats, RefError, SchemaError, SchemaEvaluator};

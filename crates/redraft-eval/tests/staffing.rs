@@ -18,7 +18,7 @@ fn contract(name: &str) -> Value {
 
 fn evaluator(kind: &str) -> KindEvaluator {
     let kinds = Kinds::load(&pack().join("kinds")).unwrap();
-    KindEvaluator::new(kinds.get(kind).unwrap()).unwrap()
+    KindEvaluator::new(kinds.get(kind).unwrap(), redraft_eval::Formats::Checked).unwrap()
 }
 
 async fn evaluate(kind: &str, artifact: Value, context: &Value) -> Verdict {
@@ -233,4 +233,76 @@ async fn playbooks() {
     let empty = json!({"contract_id": "C-7", "steps": []});
     let got = check("playbook", empty, &toledo).await;
     assert_eq!(got, [issue("/steps", "minItems", "[] has less than 1 item")]);
+}
+
+#[tokio::test]
+async fn a_failed_fill_rule_hints_at_the_roster_rows_that_would_satisfy_it() {
+    // W-1 is a Louisville welder, W-9 a Dayton pipefitter; W-2 twice is a duplicate (no hint).
+    let verdict = evaluate("fill", fill(&["W-1", "W-9", "W-2", "W-2"]), &contract("toledo-welders")).await;
+    let toledo = "workers in Toledo, OH with role Welder: W-2 Ben Carter, W-3 Carla Diaz";
+    let got: Vec<(&str, &str, Option<&str>, Vec<&str>)> = verdict
+        .issues
+        .iter()
+        .map(|i| {
+            (
+                i.path.as_str(),
+                i.code.as_str(),
+                i.hint_text(),
+                i.hint.iter().flat_map(|h| &h.tables).map(String::as_str).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("/fills/0/worker_id", "rule:city_matches", Some(toledo), vec!["workers"]),
+            ("/fills/1/worker_id", "rule:city_matches", Some(toledo), vec!["workers"]),
+            ("/fills/0/worker_id", "rule:state_matches", Some(toledo), vec!["workers"]),
+            ("/fills/1/worker_id", "rule:role_matches", Some(toledo), vec!["workers"]),
+            ("/fills", "rule:count", Some(toledo), vec!["workers"]),
+            ("/fills/3/worker_id", "rule:no_duplicates", None, vec![]),
+        ]
+    );
+
+    // Another contract, another hint; when no row would do, the hint says so.
+    let verdict = evaluate("fill", fill(&["W-2"]), &contract("detroit-electrician")).await;
+    assert_eq!(verdict.issues[0].hint_text(), Some("workers in Detroit, MI with role Electrician: W-11 Kay Lopez"));
+    let nobody = json!({"contract_id": "C-99", "target_count": 1, "city": "Akron", "state": "OH", "role": "Welder"});
+    let verdict = evaluate("fill", fill(&["W-2"]), &nobody).await;
+    assert_eq!(verdict.issues[0].hint_text(), Some("no worker in the roster is in Akron, OH with role Welder"));
+}
+
+/// The contracts of the pack: each has a right answer, found here from the roster itself (not
+/// through the rules), that passes the rules; at least six differ from the kind's example, so
+/// that a model cannot pass by copying it.
+#[tokio::test]
+async fn every_contract_has_a_right_answer_and_six_differ_from_the_example() {
+    let roster = std::fs::read_to_string(pack().join("tables/workers.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = roster.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    let kinds = Kinds::load(&pack().join("kinds")).unwrap();
+    let example = kinds.get("fill").unwrap().example.clone().unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(pack().join("contexts"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().trim_end_matches(".json").to_owned())
+        .collect();
+    names.sort();
+    let mut differ = 0;
+    for name in &names {
+        let c = contract(name);
+        let right: Vec<&str> = rows
+            .iter()
+            .filter(|r| r[3] == c["city"] && r[4] == c["state"] && r[2] == c["role"])
+            .map(|r| r[0])
+            .collect();
+        let wanted = c["target_count"].as_u64().unwrap() as usize;
+        assert!(right.len() >= wanted, "{name}: {right:?}");
+        let answer = fill(&right[..wanted]);
+        assert_eq!(check("fill", answer.clone(), &c).await, [], "{name}");
+        let copied = check("fill", example.clone(), &c).await;
+        if !copied.is_empty() {
+            differ += 1;
+        }
+    }
+    assert!(names.len() >= 8, "{names:?}");
+    assert!(differ >= 6, "only {differ} contracts differ from the example");
 }

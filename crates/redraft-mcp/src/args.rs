@@ -91,6 +91,10 @@ pub struct IterateArgs {
     /// The artifact file's extension for `exec:` evaluators (`py`, `rs`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifact_ext: Option<String>,
+    /// Whether JSON Schema `format`s are checked (`"date"` rejects `"July 4th"`); `false` makes
+    /// them annotations only. By default, the server's `check_formats` (`true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_formats: Option<bool>,
 }
 
 /// A duration: `"90s"`, `"5m"`, `"1h30m"`, `"250ms"`, or a number of seconds.
@@ -156,6 +160,7 @@ impl IterateArgs {
                 PromptStyleArg::Both => PromptStyle::Both,
             }),
             artifact_ext: self.artifact_ext,
+            check_formats: self.check_formats,
             sandbox: self.sandbox.map(|s| match s {
                 SandboxArg::Name(name) => Value::String(name),
                 SandboxArg::Spec(spec) => Value::Object(spec),
@@ -184,6 +189,10 @@ pub struct ValidateArgs {
     /// The JSON object a kind's rules read as `context`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<Object>,
+    /// Whether JSON Schema `format`s are checked (`"date"` rejects `"July 4th"`); `false` makes
+    /// them annotations only. By default, the server's `check_formats` (`true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_formats: Option<bool>,
 }
 
 /// Arguments of `example`.
@@ -219,6 +228,11 @@ pub struct SubmitArgs {
     /// first submission.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
+    /// Whether JSON Schema `format`s are checked (`"date"` rejects `"July 4th"`); `false` makes
+    /// them annotations only. By default, the server's `check_formats` (`true`).
+    /// Fixed by the first submission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_formats: Option<bool>,
 }
 
 /// Any JSON value.

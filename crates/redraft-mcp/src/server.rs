@@ -8,6 +8,7 @@ use redraft::config::Config;
 use redraft::core::decide::{DecideSettings, Decision, IterationCheck, PriorCheck, decide, summarize};
 use redraft::core::prompt::skeleton;
 use redraft::core::{Ceilings, Directive, Store};
+use redraft::eval::Formats;
 use redraft::eval::kind::{KindError, KindEvaluator, Kinds};
 use redraft::evaluators::{self, EvaluatorSetup};
 use redraft::guard::{Face, Guard};
@@ -77,11 +78,19 @@ impl Shared {
     /// The target of `validate` (`judged: false`: schema and rules only) or `submit`
     /// (`judged: true`: the kind's evaluators as a run would build them, LLM check included
     /// when a judge model is configured).
-    fn target(&self, kind: Option<&str>, schema: Option<&Object>, judged: bool) -> Result<Target, String> {
+    /// `check_formats` is the request's, if it says.
+    fn target(
+        &self,
+        kind: Option<&str>,
+        schema: Option<&Object>,
+        judged: bool,
+        check_formats: Option<bool>,
+    ) -> Result<Target, String> {
+        let formats = Formats::checked(check_formats.unwrap_or(self.setup.config.check_formats));
         match (kind, schema) {
             (Some(_), Some(_)) => Err("give `target_type` or `schema`, not both".to_owned()),
             (None, None) => Err(self.name_a_target()),
-            (None, Some(schema)) => Target::schema(Value::Object(schema.clone())),
+            (None, Some(schema)) => Target::schema(Value::Object(schema.clone()), formats),
             (Some(name), None) => {
                 let kinds = self.kinds().map_err(|e| e.to_string())?;
                 let kind = kinds.require(name).map_err(|e| e.to_string())?;
@@ -94,10 +103,11 @@ impl Shared {
                         artifact_ext: None,
                         guard: self.setup.guard.clone(),
                         kinds: Some(kinds.clone()),
+                        formats,
                     };
                     evaluators::build(&[Directive::Kind(name.to_owned())], &setup).map_err(describe)?.evaluators
                 } else {
-                    let evaluator = KindEvaluator::new(kind.clone()).map_err(|e| e.to_string())?;
+                    let evaluator = KindEvaluator::new(kind.clone(), formats).map_err(|e| e.to_string())?;
                     vec![Arc::new(evaluator) as Arc<dyn redraft::Evaluator>]
                 };
                 Ok(Target { label: name.to_owned(), evaluators, schema: Some(kind.schema.clone()), kind: Some(kind) })
@@ -247,10 +257,11 @@ impl RedraftMcp {
             Ok(args) => args,
             Err(message) => return reply::bad_request(message),
         };
-        let target = match self.shared.target(args.target_type.as_deref(), args.schema.as_ref(), false) {
-            Ok(target) => target,
-            Err(message) => return reply::bad_request(message),
-        };
+        let target =
+            match self.shared.target(args.target_type.as_deref(), args.schema.as_ref(), false, args.check_formats) {
+                Ok(target) => target,
+                Err(message) => return reply::bad_request(message),
+            };
         let context = args.context.map(Value::Object).unwrap_or(Value::Null);
         let (passed, issues) = match target.read(args.artifact) {
             Ok(artifact) => {
@@ -287,7 +298,7 @@ impl RedraftMcp {
                     "schema": kind.schema,
                 }))
             }
-            (None, Some(schema)) => match Target::schema(Value::Object(schema)) {
+            (None, Some(schema)) => match Target::schema(Value::Object(schema), self.shared.setup.config.formats()) {
                 Ok(target) => {
                     let schema = target.schema.unwrap_or_default();
                     reply::json(json!({"example": skeleton(&schema), "example_source": "skeleton", "schema": schema}))
@@ -319,7 +330,8 @@ impl RedraftMcp {
         };
         let context = args.context.map(Value::Object).unwrap_or(Value::Null);
         let (kind, schema) = (args.target_type, args.schema);
-        let target = || self.shared.target(kind.as_deref(), schema.as_ref(), true);
+        let check_formats = args.check_formats;
+        let target = || self.shared.target(kind.as_deref(), schema.as_ref(), true, check_formats);
         self.session.submissions.submit(&key, target, &limits, args.artifact, &context).await
     }
 

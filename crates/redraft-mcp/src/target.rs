@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use redraft::core::canonical::{canonical_json, sha256_hex};
 use redraft::core::{EvalInput, Evaluator, Issue, Verdict, codes, extract};
-use redraft::eval::SchemaEvaluator;
 use redraft::eval::kind::Kind;
+use redraft::eval::{Formats, SchemaEvaluator};
 use serde_json::Value;
 
 /// The key submissions against an inline schema are counted by. Schemas compare by canonical
@@ -27,9 +27,9 @@ pub struct Target {
 }
 
 impl Target {
-    /// A target for an inline schema (compiled here).
-    pub fn schema(schema: Value) -> Result<Self, String> {
-        let evaluator = SchemaEvaluator::of(&schema).map_err(|e| e.to_string())?;
+    /// A target for an inline schema (compiled here, `format` doing what `formats` says).
+    pub fn schema(schema: Value, formats: Formats) -> Result<Self, String> {
+        let evaluator = SchemaEvaluator::of(&schema, formats).map_err(|e| e.to_string())?;
         let label = match schema.get("title").and_then(Value::as_str) {
             Some(title) => format!("schema `{title}`"),
             None => "the given schema".to_owned(),
@@ -44,7 +44,7 @@ impl Target {
         for evaluator in &self.evaluators {
             outcomes.push(evaluator.evaluate(input).await.map(|mut verdict| {
                 for issue in &mut verdict.issues {
-                    issue.evaluator.get_or_insert_with(|| evaluator.name().to_owned());
+                    issue.evaluator.get_or_insert_with(|| evaluator.name().into());
                 }
                 verdict
             }));
@@ -80,14 +80,20 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    impl Target {
+        fn schema_checked(schema: Value) -> Result<Self, String> {
+            Self::schema(schema, Formats::Checked)
+        }
+    }
+
     #[test]
     fn strings_are_read_as_json_only_where_a_string_cannot_be_the_artifact() {
-        let object = Target::schema(json!({"type": "object"})).unwrap();
+        let object = Target::schema_checked(json!({"type": "object"})).unwrap();
         assert_eq!(object.read(json!("```json\n{\"a\": 1}\n```")).unwrap(), json!({"a": 1}));
         assert_eq!(object.read(json!("no json here")).unwrap_err().code, "invalid_json");
-        let string = Target::schema(json!({"type": ["string", "null"]})).unwrap();
+        let string = Target::schema_checked(json!({"type": ["string", "null"]})).unwrap();
         assert_eq!(string.read(json!("{\"a\": 1}")).unwrap(), json!("{\"a\": 1}"));
-        assert!(!Target::schema(json!({"required": ["a"]})).unwrap().accepts_string());
+        assert!(!Target::schema_checked(json!({"required": ["a"]})).unwrap().accepts_string());
     }
 
     #[test]
@@ -95,6 +101,6 @@ mod tests {
         let a = schema_key(&json!({"type": "object", "required": ["a"]}));
         assert_eq!(a, schema_key(&json!({"required": ["a"], "type": "object"})));
         assert_ne!(a, schema_key(&json!({"type": "object"})));
-        assert!(Target::schema(json!({"type": "strin"})).unwrap_err().contains("not a valid JSON Schema"));
+        assert!(Target::schema_checked(json!({"type": "strin"})).unwrap_err().contains("not a valid JSON Schema"));
     }
 }

@@ -14,6 +14,7 @@ use tokio::process::ChildStdin;
 use crate::bwrap::{self, Probe};
 use crate::capture::{self, Stream};
 use crate::control::Supervised;
+use crate::gate;
 use crate::limits::Limits;
 use crate::supervisor::Plan;
 use crate::{Command, Output, Program, SandboxError, sys};
@@ -54,7 +55,16 @@ const DRAIN_LIMIT: Duration = Duration::from_millis(500);
 ///
 /// Refused sandboxes (above), an empty argv, an unusable working directory or read-only path, a
 /// program that cannot be started, and I/O failures on the pipes.
+///
+/// Commands at once are bounded by the open-files limit (a sixteenth of it, 8 descriptors per
+/// command): past the bound a command waits for another to end before it starts, so that many
+/// commands at once never run the process out of descriptors.
 pub async fn run(cmd: &Command) -> Result<Output, SandboxError> {
+    let _room = gate::admit().await;
+    run_admitted(cmd).await
+}
+
+async fn run_admitted(cmd: &Command) -> Result<Output, SandboxError> {
     let launch = Launch::prepare(cmd).await?;
     let started = Instant::now();
     let io_error = |what| move |source| SandboxError::Io { what, source };
@@ -256,4 +266,41 @@ async fn feed(pipe: Option<ChildStdin>, data: Option<&[u8]>) -> io::Result<()> {
         _ => Ok(()),
     }
     // `pipe` is dropped here, closing the command's stdin.
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::sync::Semaphore;
+
+    /// Four commands of 0.3 s each started at once under a bound of two: at no moment do more
+    /// than two run.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn commands_past_the_bound_wait_for_room() {
+        let dir = tempfile::tempdir().unwrap();
+        let gate = Semaphore::new(2);
+        let command = |n: usize| {
+            let script = format!("date +%s%N > start.{n}; sleep 0.3; date +%s%N > end.{n}");
+            Command::shell(script, dir.path()).timeout(Duration::from_secs(20))
+        };
+        let commands: Vec<Command> = (0..4).map(command).collect();
+        let bounded = |cmd: &Command| {
+            let gate = &gate;
+            let cmd = cmd.clone();
+            async move {
+                let _room = gate::admit_to(gate).await;
+                run_admitted(&cmd).await
+            }
+        };
+        let (a, b, c, d) =
+            tokio::join!(bounded(&commands[0]), bounded(&commands[1]), bounded(&commands[2]), bounded(&commands[3]));
+        for output in [a, b, c, d] {
+            assert!(output.unwrap().success());
+        }
+        let read =
+            |name: String| -> u128 { std::fs::read_to_string(dir.path().join(name)).unwrap().trim().parse().unwrap() };
+        let spans: Vec<(u128, u128)> = (0..4).map(|n| (read(format!("start.{n}")), read(format!("end.{n}")))).collect();
+        let most = spans.iter().map(|(at, _)| spans.iter().filter(|(s, e)| s <= at && at < e).count()).max();
+        assert_eq!(most, Some(2), "commands running at once: {spans:?}");
+    }
 }

@@ -76,7 +76,7 @@ struct CompletionRequest {
 
 /// The run fields a request may set for itself (`extra_body.redraft`, `x-redraft-*` headers),
 /// within the server's ceilings and allow-lists like any run's.
-const RUN_OPTIONS: [&str; 11] = [
+const RUN_OPTIONS: [&str; 12] = [
     "max_iterations",
     "success_threshold",
     "patience",
@@ -85,6 +85,7 @@ const RUN_OPTIONS: [&str; 11] = [
     "attempt_timeout",
     "repeat_limit",
     "prompt_style",
+    "check_formats",
     "kind",
     "evaluator",
     "context",

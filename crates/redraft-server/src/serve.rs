@@ -168,20 +168,23 @@ impl Server {
 }
 
 /// Fit the run slots and the connections to the open-files limit (raised to the hard limit
-/// first): runs get at most half of it, connections the rest. Returns the connections admitted
-/// at once; past it a connection is answered 503.
+/// first): of what the reserve and the commands' share leave, runs get at most a third and
+/// connections the rest (a connection waiting for its run in the queue costs one descriptor; a
+/// refused one is a 503 the client sees). Returns the connections admitted at once; past it a
+/// connection is answered 503.
 fn fit_to_open_files(config: &mut Config) -> usize {
-    use redraft::limits::{FILES_PER_RUN, RESERVED_FILES, fit_slots, open_files};
+    use redraft::limits::{FILES_PER_RUN, fit_slots, open_files, shared_files};
     let Some(limit) = open_files() else { return usize::MAX };
+    let shared = shared_files(limit);
     let slots = config.server.max_concurrent_runs;
-    if let Err(fit) = fit_slots(slots, limit, limit / 2) {
+    if let Err(fit) = fit_slots(slots, shared / 3) {
         tracing::warn!(
             "`[server] max_concurrent_runs` = {slots} needs more open files than the limit of {limit} leaves: executing {fit} at once (raise `ulimit -n` for more)"
         );
         config.server.max_concurrent_runs = fit;
     }
     let runs = u64::try_from(config.server.max_concurrent_runs).unwrap_or(u64::MAX).saturating_mul(FILES_PER_RUN);
-    usize::try_from(limit.saturating_sub(RESERVED_FILES).saturating_sub(runs)).unwrap_or(usize::MAX).max(16)
+    usize::try_from(shared.saturating_sub(runs)).unwrap_or(usize::MAX).max(16)
 }
 
 /// Completes on Ctrl-C or SIGTERM.

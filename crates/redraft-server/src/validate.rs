@@ -4,8 +4,8 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use redraft::core::Issue;
-use redraft::eval::SchemaEvaluator;
 use redraft::eval::kind::KindEvaluator;
+use redraft::eval::{Formats, SchemaEvaluator};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -29,6 +29,9 @@ pub struct ValidateRequest {
     /// A JSON object the kind's rules read as `context`.
     #[schema(value_type = Option<Object>)]
     pub context: Option<Value>,
+    /// Whether JSON Schema `format`s are checked (`"date"` rejects `"July 4th"`); `false` makes
+    /// them annotations only. By default, the server's `check_formats` (`true`).
+    pub check_formats: Option<bool>,
 }
 
 /// The verdict: every issue, with its JSON Pointer path and code.
@@ -62,6 +65,7 @@ pub async fn validate(
         Some(c) if c.is_object() => c,
         Some(_) => return Err(ApiError::bad_request("invalid_field", "`context` must be a JSON object")),
     };
+    let formats = Formats::checked(req.check_formats.unwrap_or(state.config().check_formats));
     let issues = match (req.kind, req.schema) {
         (Some(_), Some(_)) => {
             return Err(ApiError::bad_request("invalid_request", "give `kind` or `schema`, not both"));
@@ -72,7 +76,7 @@ pub async fn validate(
                 "give `kind` (a registered kind) or `schema` (a JSON Schema)",
             ));
         }
-        (None, Some(schema)) => SchemaEvaluator::new(schema)
+        (None, Some(schema)) => SchemaEvaluator::of(&schema, formats)
             .map_err(|e| ApiError::bad_request("invalid_schema", e.to_string()))?
             .issues(&req.artifact),
         (Some(name), None) => {
@@ -85,7 +89,7 @@ pub async fn validate(
                     ),
                 )
             })?;
-            KindEvaluator::new(kinds.require(&name)?)
+            KindEvaluator::new(kinds.require(&name)?, formats)
                 .map_err(|e| ApiError::bad_request("invalid_kind", e.to_string()))?
                 .issues(&req.artifact, &context)
         }

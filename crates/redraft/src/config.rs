@@ -9,6 +9,7 @@ use std::time::Duration;
 use redraft_core::decide::DecideSettings;
 use redraft_core::duration::serde_human;
 use redraft_core::{Ceilings, ChatProvider, Policy, Price, PromptStyle};
+use redraft_eval::Formats;
 use redraft_providers::{
     AgentCommand, AnthropicConfig, AnthropicProvider, CommandProvider, MockProvider, OllamaConfig, OllamaProvider,
     OpenAiConfig, OpenAiProvider, anthropic, ollama, openai,
@@ -47,6 +48,14 @@ pub struct Config {
     /// Longest echo of a previous submission (in feedback, and as the previous answer kept in a
     /// conversation), and the most issue text one attempt's feedback carries. By default, 4000.
     pub feedback_max_chars: usize,
+    /// Whether JSON Schema `format`s are checked (`"date"` rejects `"July 4th"`); `false`
+    /// makes `format` an annotation only, as JSON Schema 2020-12 has it. By default, `true`.
+    pub check_formats: bool,
+    /// Constrained decoding: every OpenAI-compatible provider is also sent the schema as
+    /// `response_format`, as `[providers.NAME] native_response_format = true` does for one
+    /// (the shape then comes from the decoder; every evaluator still runs; a server that
+    /// refuses it is asked again without it, once). By default, `false`.
+    pub constrained: bool,
     /// Sampling temperature. By default, the provider's.
     pub temperature: Option<f32>,
     /// Output token limit per attempt. By default, the provider's.
@@ -194,6 +203,8 @@ impl Default for Config {
             policy: Policy::default(),
             prompt_style: PromptStyle::Both,
             feedback_max_chars: 4000,
+            check_formats: true,
+            constrained: false,
             temperature: None,
             max_tokens: None,
             providers: BTreeMap::new(),
@@ -222,6 +233,8 @@ const ENV_KEYS: &[(&str, &[&str])] = &[
     ("database_url", &["database_url"]),
     ("prompt_style", &["prompt_style"]),
     ("feedback_max_chars", &["feedback_max_chars"]),
+    ("check_formats", &["check_formats"]),
+    ("constrained", &["constrained"]),
     ("temperature", &["temperature"]),
     ("max_tokens", &["max_tokens"]),
     ("max_iterations", &["policy", "max_iterations"]),
@@ -351,6 +364,11 @@ impl Config {
         Ok(config)
     }
 
+    /// What JSON Schema `format` does in schemas this config checks with: `check_formats`.
+    pub fn formats(&self) -> Formats {
+        Formats::checked(self.check_formats)
+    }
+
     /// The model to use: `requested`, else `default_model`.
     pub fn model_name(&self, requested: Option<&str>) -> Result<String, ConfigError> {
         let name = requested.map(str::to_owned).or_else(|| self.default_model.clone()).ok_or(ConfigError::NoModel)?;
@@ -424,6 +442,11 @@ impl Config {
                 });
             }
         };
+        if self.constrained && !matches!(kind, ProviderType::Openai | ProviderType::Mock) {
+            tracing::warn!(
+                "`{name}`: constrained decoding (`constrained`, `--constrained`) is sent to OpenAI-compatible servers only; this model is prompted for the shape"
+            );
+        }
         let timeout = named.and_then(|p| p.request_timeout).unwrap_or(self.policy.attempt_timeout);
         let max_response_bytes = response_limit(prefix, named)?;
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
@@ -443,7 +466,7 @@ impl Config {
                     api_key_env,
                     request_timeout: timeout,
                     max_response_bytes,
-                    native_response_format: named.is_some_and(|p| p.native_response_format),
+                    native_response_format: self.constrained || named.is_some_and(|p| p.native_response_format),
                 })?)
             }
             ProviderType::Mock => {

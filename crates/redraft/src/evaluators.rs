@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redraft_core::{Directive, Evaluator};
 use redraft_eval::kind::{Kind, KindEvaluator, Kinds};
-use redraft_eval::{ExecEvaluator, HttpEvaluator, JudgeEvaluator, SchemaEvaluator};
+use redraft_eval::{ExecEvaluator, Formats, HttpEvaluator, JudgeEvaluator, SchemaEvaluator};
 use redraft_sandbox::Sandbox;
 
 use crate::config::Config;
@@ -31,6 +31,8 @@ pub struct EvaluatorSetup<'a> {
     /// Kinds loaded at start-up (servers); by default they are loaded from the config's
     /// `kinds_dir` when a directive names a kind.
     pub kinds: Option<Arc<Kinds>>,
+    /// What JSON Schema `format` does in `schema:` and `kind:` evaluators.
+    pub formats: Formats,
 }
 
 /// The evaluators of a run, and the kind when one was named (its prompt and example go to the
@@ -61,8 +63,10 @@ pub fn build(directives: &[Directive], setup: &EvaluatorSetup<'_>) -> Result<Bui
     for directive in directives {
         match directive {
             Directive::Schema(path) => {
+                // Over the network the guard has placed the file under the working directory;
+                // its `$ref`s stay under the file's own directory, which is inside it.
                 let path = setup.guard.schema_file(std::path::Path::new(path), &setup.workdir)?;
-                out.push(Arc::new(SchemaEvaluator::from_file(&path)?));
+                out.push(Arc::new(SchemaEvaluator::from_file(&path, setup.formats)?));
             }
             Directive::Exec(command) => {
                 let command = setup.guard.command(command)?;
@@ -84,7 +88,7 @@ pub fn build(directives: &[Directive], setup: &EvaluatorSetup<'_>) -> Result<Bui
             Directive::Score(criterion) => out.push(judge(setup.config, "score", criterion)?),
             Directive::Kind(name) | Directive::Llm(name) => {
                 let k = kind(name)?;
-                out.push(Arc::new(KindEvaluator::new(k.clone())?));
+                out.push(Arc::new(KindEvaluator::new(k.clone(), setup.formats)?));
                 // `llm:` always runs the LLM check; `kind:` runs the kind's own LLM check when it
                 // has one and a judge model is configured (it is optional).
                 if matches!(directive, Directive::Llm(_)) {

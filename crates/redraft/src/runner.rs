@@ -1,6 +1,6 @@
 //! The runner: carries out what the engine decides. Every face calls this one loop.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,6 +9,7 @@ use redraft_core::{
     ChatResponse, Engine, EvalInput, Evaluator, Fallback, Interruption, Mode, Next, Plan, Policy, Price, PromptStyle,
     ProviderError, RetryDecision, RetryPolicy, RunObserver, RunResult, Strategy, Task, Templates, ToolSpec, Verdict,
 };
+use redraft_eval::{Formats, SchemaEvaluator};
 use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -33,6 +34,13 @@ pub struct Runner {
     artifact_source: Option<Arc<dyn ArtifactSource>>,
 }
 
+/// The schema given to the builder, compiled at `build`.
+#[derive(Debug)]
+enum SchemaSource {
+    Inline(Value),
+    File(PathBuf),
+}
+
 /// Builds a [`Runner`]. Everything that can be wrong is reported by [`RunnerBuilder::build`],
 /// before any model is called.
 #[derive(Debug)]
@@ -40,7 +48,8 @@ pub struct RunnerBuilder {
     provider: Option<Arc<dyn ChatProvider>>,
     fallbacks: Vec<Arc<dyn ChatProvider>>,
     evaluators: Vec<Arc<dyn Evaluator>>,
-    schema: Option<Result<Value, ConfigError>>,
+    schema: Option<SchemaSource>,
+    formats: Formats,
     template: Plan,
     retry: RetryPolicy,
     observers: Vec<Arc<dyn RunObserver>>,
@@ -54,6 +63,7 @@ impl Default for RunnerBuilder {
             fallbacks: Vec::new(),
             evaluators: Vec::new(),
             schema: None,
+            formats: Formats::Checked,
             template: Plan::new(Task::default(), ""),
             retry: RetryPolicy::default(),
             observers: Vec::new(),
@@ -93,21 +103,21 @@ impl RunnerBuilder {
 
     /// Check artifacts against this JSON Schema (compiled once, at `build`).
     pub fn schema(mut self, schema: Value) -> Self {
-        self.schema = Some(Ok(schema));
+        self.schema = Some(SchemaSource::Inline(schema));
         self
     }
 
-    /// Check artifacts against the JSON Schema in this file.
+    /// Check artifacts against the JSON Schema in this file (read and compiled at `build`);
+    /// its `$ref`s to other files resolve in its directory.
     pub fn schema_file(mut self, path: impl AsRef<Path>) -> Self {
-        let path = path.as_ref();
-        self.schema = Some(
-            std::fs::read_to_string(path)
-                .map_err(|source| redraft_eval::SchemaError::Read { path: path.to_owned(), source }.into())
-                .and_then(|t| {
-                    serde_json::from_str(&t)
-                        .map_err(|source| redraft_eval::SchemaError::Parse { path: path.to_owned(), source }.into())
-                }),
-        );
+        self.schema = Some(SchemaSource::File(path.as_ref().to_owned()));
+        self
+    }
+
+    /// What `format` does in the schema given to [`RunnerBuilder::schema`] or
+    /// [`RunnerBuilder::schema_file`]. By default, [`Formats::Checked`].
+    pub fn formats(mut self, formats: Formats) -> Self {
+        self.formats = formats;
         self
     }
 
@@ -239,7 +249,10 @@ impl RunnerBuilder {
     pub fn build(mut self) -> Result<Runner, ConfigError> {
         let provider = self.provider.ok_or(ConfigError::NoProvider)?;
         if let Some(schema) = self.schema {
-            let evaluator = redraft_eval::SchemaEvaluator::new(schema?)?;
+            let evaluator = match schema {
+                SchemaSource::Inline(schema) => SchemaEvaluator::of(&schema, self.formats)?,
+                SchemaSource::File(path) => SchemaEvaluator::from_file(&path, self.formats)?,
+            };
             self.evaluators.insert(0, Arc::new(evaluator));
         }
         self.template.schema = self.evaluators.iter().find_map(|e| e.schema());
@@ -579,7 +592,7 @@ impl Runner {
             };
             let outcome = outcome.map(|mut verdict| {
                 for issue in &mut verdict.issues {
-                    issue.evaluator.get_or_insert_with(|| evaluator.name().to_owned());
+                    issue.evaluator.get_or_insert_with(|| evaluator.name().into());
                 }
                 verdict
             });

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use redraft_core::duration::serde_human;
 use redraft_core::{Ceilings, Directive, Issue, Message, Mode, Policy, PromptStyle, Strategy, Task, ToolSpec, codes};
-use redraft_eval::SchemaEvaluator;
 use redraft_eval::kind::Kinds;
+use redraft_eval::{Formats, SchemaEvaluator};
 use redraft_providers::{AgentCommand, CommandProvider};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -124,6 +124,10 @@ pub struct RunSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<serde_json::Value>")]
     pub tool: Option<ToolSpec>,
+    /// Whether JSON Schema `format`s are checked (`"date"` rejects `"July 4th"`); `false` makes
+    /// `format` an annotation only. By default, the config's `check_formats` (`true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_formats: Option<bool>,
     /// The answer must be a JSON object, any object (OpenAI's `json_object`): no schema is
     /// shown, and an object that is itself a JSON Schema (`{"type": "object"}`) is rejected
     /// as `schema_echo`.
@@ -164,6 +168,12 @@ impl RunSpec {
         p.attempt_timeout = self.attempt_timeout.unwrap_or(p.attempt_timeout);
         p.repeat_limit = self.repeat_limit.unwrap_or(p.repeat_limit);
         p
+    }
+
+    /// What JSON Schema `format` does in this run's schemas: the spec's `check_formats`, else
+    /// the config's.
+    pub fn formats(&self, config: &Config) -> Formats {
+        Formats::checked(self.check_formats.unwrap_or(config.check_formats))
     }
 
     /// The directives this spec names, `kind` first.
@@ -241,6 +251,7 @@ impl RunSpec {
             }
             _ => setup.guard.model(config, &self.model_name(config)?)?,
         };
+        let formats = self.formats(config);
         let is_command = model.name().starts_with("command/");
         let mut builder = Runner::builder()
             .model(&model)
@@ -268,7 +279,7 @@ impl RunSpec {
             builder = builder.tool(tool.clone());
         }
         if let Some(schema) = self.schema.as_ref().or(self.tool.as_ref().map(|t| &t.parameters)) {
-            builder = builder.evaluator(Arc::new(SchemaEvaluator::of(schema)?));
+            builder = builder.evaluator(Arc::new(SchemaEvaluator::of(schema, formats)?));
         }
         if self.json_object {
             builder = builder.evaluator(Arc::new(Check::new("json_object", |artifact: &Value, _: &Value| {
@@ -293,6 +304,7 @@ impl RunSpec {
             artifact_ext: self.artifact_ext.clone(),
             guard: setup.guard.clone(),
             kinds: setup.kinds.clone(),
+            formats,
         };
         let built = evaluators::build(&self.directives()?, &evaluator_setup)?;
         for evaluator in built.evaluators {

@@ -15,6 +15,7 @@ pub async fn run(args: McpArgs, config_path: Option<&Path>) -> Result<Outcome> {
     if let Some(dir) = args.kinds {
         config.kinds_dir = dir;
     }
+    args.formats.apply(&mut config);
     let workdir = std::env::current_dir().map_err(|e| anyhow!("cannot read the current directory: {e}"))?;
     let mut setup = McpSetup::new(config, workdir)?;
     setup.store = if args.no_store { None } else { Some(redraft::store::open(&setup.config).await?) };

@@ -19,7 +19,8 @@ use crate::input;
 use crate::output::{ProgressLines, report};
 
 pub async fn run(args: RunArgs, config_path: Option<&std::path::Path>) -> Result<Outcome> {
-    let config = Config::load(config_path)?;
+    let mut config = Config::load(config_path)?;
+    config.constrained |= args.constrained;
     let spec = spec_from_args(&args)?;
     let cwd = std::env::current_dir().map_err(|e| anyhow!("cannot read the current directory: {e}"))?;
     let mut setup = SpecSetup::local(&config, cwd);
@@ -71,6 +72,7 @@ fn spec_from_args(args: &RunArgs) -> Result<RunSpec> {
             PromptStyleArg::Both => PromptStyle::Both,
         }),
         artifact_ext: args.artifact_ext.clone(),
+        check_formats: args.formats.check_formats(),
         sandbox: args
             .sandbox
             .as_deref()

@@ -14,6 +14,7 @@ pub async fn run(args: ServeArgs, config_path: Option<&Path>) -> Result<Outcome>
     if let Some(dir) = args.kinds {
         config.kinds_dir = dir;
     }
+    args.formats.apply(&mut config);
     if args.no_worker {
         config.server.max_concurrent_runs = 0;
     }

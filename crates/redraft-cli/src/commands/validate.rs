@@ -21,15 +21,17 @@ use crate::input;
 type Check = dyn Fn(&Value, &Value) -> Vec<Issue>;
 
 pub fn run(args: ValidateArgs, config_path: Option<&Path>) -> Result<Outcome> {
+    let mut config = Config::load(config_path)?;
+    args.formats.apply(&mut config);
+    let formats = config.formats();
     let check: Box<Check> = match (&args.schema, &args.kind) {
         (Some(path), _) => {
-            let evaluator = SchemaEvaluator::from_file(path)?;
+            let evaluator = SchemaEvaluator::from_file(path, formats)?;
             Box::new(move |artifact, _| evaluator.issues(artifact))
         }
         (None, Some(name)) => {
-            let config = Config::load(config_path)?;
             let kinds = crate::commands::kinds::load(args.kinds.as_ref(), &config)?;
-            let evaluator = KindEvaluator::new(kinds.require(name)?)?;
+            let evaluator = KindEvaluator::new(kinds.require(name)?, formats)?;
             Box::new(move |artifact, context| evaluator.issues(artifact, context))
         }
         (None, None) => return Err(anyhow!("give `--schema FILE` or `--kind NAME`")),

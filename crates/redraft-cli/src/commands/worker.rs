@@ -18,9 +18,10 @@ pub async fn run(args: WorkerArgs, config_path: Option<&Path>) -> Result<Outcome
     if let Some(dir) = args.kinds {
         config.kinds_dir = dir;
     }
+    args.formats.apply(&mut config);
     let mut slots = args.concurrency.map_or(config.server.max_concurrent_runs, |n| n as usize).max(1);
     if let Some(limit) = redraft::limits::open_files()
-        && let Err(fit) = redraft::limits::fit_slots(slots, limit, 0)
+        && let Err(fit) = redraft::limits::fit_slots(slots, redraft::limits::shared_files(limit))
     {
         eprintln!(
             "redraft: warning: {slots} runs at once need more open files than the limit of {limit}: executing {fit} (raise `ulimit -n` for more)"

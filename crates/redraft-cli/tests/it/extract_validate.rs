@@ -64,3 +64,66 @@ async fn validate_prints_every_issue_and_exits_1_when_invalid() {
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("`nope.json`"), "{}", out.stderr);
 }
+
+#[tokio::test]
+async fn validate_checks_formats_unless_the_flag_the_config_or_the_environment_says_not() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "s.json", r#"{"properties": {"on": {"format": "date"}, "to": {"format": "email"}}}"#);
+    write(dir.path(), "doc.json", r#"{"on": "July 4th", "to": "not an email"}"#);
+    let run = |args: &[&str], env: Option<(&str, &str)>| {
+        let mut c = redraft(dir.path());
+        c.args(["validate", "--schema", "s.json", "doc.json"]).args(args);
+        if let Some((k, v)) = env {
+            c.env(k, v);
+        }
+        output(c)
+    };
+    let out = run(&[], None).await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        "1. /on: \"July 4th\" is not a \"date\" [format]\n2. /to: \"not an email\" is not a \"email\" [format]\n"
+    );
+    let out = run(&["--no-format-check"], None).await;
+    assert_eq!((out.code, out.stdout.as_str()), (0, ""), "{}", out.stderr);
+    let out = run(&[], Some(("REDRAFT_CHECK_FORMATS", "false"))).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    write(dir.path(), "redraft.toml", "check_formats = false\n");
+    let out = run(&[], None).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    // The environment overrides the file, key by key.
+    let out = run(&[], Some(("REDRAFT_CHECK_FORMATS", "true"))).await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+}
+
+#[tokio::test]
+async fn validate_follows_refs_to_files_next_to_the_schema_and_no_further() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("schemas/common")).unwrap();
+    write(dir.path(), "schemas/order.json", r#"{"properties": {"ship_to": {"$ref": "common/address.json"}}}"#);
+    write(
+        dir.path(),
+        "schemas/common/address.json",
+        r##"{"required": ["zip"], "properties": {"zip": {"$ref": "defs.json#/$defs/zip"}}}"##,
+    );
+    write(dir.path(), "schemas/common/defs.json", r#"{"$defs": {"zip": {"type": "string", "pattern": "^[0-9]{5}$"}}}"#);
+    write(dir.path(), "secret.json", r#"{"type": "object"}"#);
+    write(dir.path(), "schemas/escape.json", r#"{"$ref": "../secret.json"}"#);
+    write(dir.path(), "doc.json", r#"{"ship_to": {"zip": "4360"}}"#);
+    let run = |schema: &str| {
+        let mut c = redraft(dir.path());
+        c.args(["validate", "--schema", schema, "doc.json"]);
+        output(c)
+    };
+    let out = run("schemas/order.json").await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stdout.starts_with("1. /ship_to/zip: \"4360\" does not match \"^[0-9]{5}$\" [pattern]"),
+        "{}",
+        out.stdout
+    );
+    let out = run("schemas/escape.json").await;
+    assert_eq!(out.code, 2, "{}", out.stdout);
+    assert!(out.stderr.contains("`../secret.json` is outside the schema file's directory"), "{}", out.stderr);
+    assert!(out.stderr.contains("hint:"), "{}", out.stderr);
+}

@@ -43,6 +43,9 @@ async fn run_help_lists_every_flag() {
           --text                        Evaluate the raw text instead of extracting JSON from it
           --prompt-style <STYLE>        How the expected shape is shown to the model. By default, both
                                         [possible values: schema, example, both]
+          --no-format-check             Do not check JSON Schema `format`s (`date`, `email`, `uri`, …):
+                                        they become annotations. By default, `check_formats` from the
+                                        config (they are checked)
           --max-iterations <N>          Attempts at most. By default, 3 [alias: --max-iter]
           --threshold <X>               Score at or above which an answer passes, in [0, 1]. By default,
                                         1.0 (0.9 with a scoring evaluator)

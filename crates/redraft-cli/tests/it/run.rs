@@ -332,3 +332,55 @@ async fn a_bare_model_name_goes_to_openai_when_only_its_base_url_is_set() {
     assert!(out.stdout.contains("default_provider = \"local\""), "{}\n{}", out.stdout, out.stderr);
     assert_eq!(s.requests().await, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_format_check_lets_a_badly_formatted_answer_pass_and_is_kept_for_resuming() {
+    let dated = || async {
+        let s = setup(vec![reply(r#"{"city": "Toledo", "since": "July 4th"}"#)]).await;
+        let schema = r#"{"required": ["city"], "properties": {"since": {"type": "string", "format": "date"}}}"#;
+        write(s.dir.path(), "schema.json", schema);
+        s
+    };
+    let s = dated().await;
+    let out = output(s.cmd(&["--json", "--max-iterations", "1"])).await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["history"][0]["issues"][0]["code"], "format", "{result}");
+    assert_eq!(result["history"][0]["issues"][0]["message"], r#""July 4th" is not a "date""#);
+
+    let s = dated().await;
+    let out = output(s.cmd(&["--json", "--max-iterations", "1", "--no-format-check"])).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["status"], "succeeded");
+    // The run is stored with the setting, so `runs resume` checks the same way.
+    let database_url = Some(s.dir.path().join(".redraft/redraft.db").display().to_string());
+    let config = redraft::config::Config { database_url, ..Default::default() };
+    let store = redraft::store::open(&config).await.unwrap();
+    let run = store.run(result["run_id"].as_str().unwrap()).await.unwrap().unwrap();
+    assert_eq!(run.spec["check_formats"], false, "{}", run.spec);
+}
+
+/// `--constrained` sends the schema as `response_format` with every attempt, and every check
+/// still runs: a decoder-shaped answer that breaks the schema's enum is still rejected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn constrained_sends_the_schema_as_response_format_and_still_checks() {
+    let s = setup(vec![reply(r#"{"city": "Toledo", "state": "Ohio"}"#), reply(r#"{"city": "Toledo", "state": "OH"}"#)])
+        .await;
+    let out = output(s.cmd(&["--constrained", "--json"])).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(statuses(&result), ["rejected", "accepted"]);
+    let bodies = s.server.bodies().await;
+    assert_eq!(bodies.len(), 2);
+    for body in &bodies {
+        assert_eq!(body["response_format"]["type"], "json_schema", "{body}");
+        assert_eq!(body["response_format"]["json_schema"]["schema"]["required"], json!(["city", "state"]), "{body}");
+    }
+
+    // Without the flag (and without the config key) nothing is sent as `response_format`.
+    let s = setup(vec![reply(r#"{"city": "Toledo", "state": "OH"}"#)]).await;
+    let out = output(s.cmd(&[])).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(s.server.bodies().await[0].get("response_format").is_none());
+}

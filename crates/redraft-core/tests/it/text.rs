@@ -288,3 +288,138 @@ fn an_answer_cut_off_at_the_token_limit_is_told_so() {
     assert!(feedback.contains("It was cut off at the output token limit before it ended."), "{feedback}");
     assert!(feedback.ends_with("Keep it short: nothing repeated."), "{feedback}");
 }
+
+/// A rule that knows the reference data: its issue carries what would satisfy it.
+fn hinted_city_check(artifact: &serde_json::Value) -> redraft_core::Verdict {
+    let mut verdict = city_check(artifact);
+    for issue in &mut verdict.issues {
+        if issue.code == "rule:city_matches" {
+            *issue =
+                issue.clone().with_hint("offices in Toledo, OH: T-1 Summit St, T-2 Adams St", vec!["offices".into()]);
+        }
+    }
+    verdict
+}
+
+#[test]
+fn feedback_shows_a_hint_under_its_issue() {
+    let mut e = Engine::new(plan()).unwrap();
+    answer(&mut e, r#"{"city": "Louisville"}"#, hinted_city_check);
+    let request = e.request();
+    let content = &request.messages.last().unwrap().content;
+    assert!(
+        content.contains(
+            "1. /city: city 'Louisville' doesn't match contract city 'Toledo' [rule:city_matches]\n   Hint: offices in Toledo, OH: T-1 Summit St, T-2 Adams St\n"
+        ),
+        "{content}"
+    );
+
+    let mut p = plan();
+    p.strategy = Strategy::Fresh;
+    let mut e = Engine::new(p).unwrap();
+    answer(&mut e, r#"{"city": "Louisville"}"#, hinted_city_check);
+    let request = e.request();
+    let content = &request.messages.last().unwrap().content;
+    assert!(content.contains("[rule:city_matches]\n   Hint: offices in Toledo, OH: T-1 Summit St"), "{content}");
+}
+
+#[test]
+fn escalation_names_the_table_a_hint_came_from_when_the_rule_keeps_failing() {
+    let mut e = Engine::new(plan()).unwrap();
+    answer(&mut e, r#"{"city": "Louisville"}"#, hinted_city_check);
+    answer(&mut e, r#"{"city": "Dayton"}"#, hinted_city_check);
+    answer(&mut e, r#"{"city": "Akron"}"#, hinted_city_check);
+    let esc = finish(e).escalation.unwrap();
+    assert_eq!(
+        esc.pattern.as_deref(),
+        Some(
+            "`/city` (rule:city_matches) kept failing in 3 attempts although the feedback named what would satisfy it from table `offices`: offices in Toledo, OH: T-1 Summit St, T-2 Adams St"
+        )
+    );
+    assert!(
+        esc.question.starts_with(
+            "The model was shown the reference data from table `offices` and still failed `/city`: city 'Akron'"
+        ),
+        "{}",
+        esc.question
+    );
+}
+
+fn person_plan() -> redraft_core::Plan {
+    let mut p = plan();
+    p.task = redraft_core::Task::new("Extract the person: Yuki Tanaka, 27, works as a nurse in Osaka.");
+    p.schema = Some(std::sync::Arc::new(json!({
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}, "city": {"type": "string"}},
+        "required": ["name", "age", "city"]
+    })));
+    p.prompt_style = PromptStyle::Example;
+    p
+}
+
+fn any_answer(_: &serde_json::Value) -> redraft_core::Verdict {
+    redraft_core::Verdict::pass()
+}
+
+/// The shape shown after an answer that lost it.
+fn example_in(feedback: &str) -> &str {
+    let start = feedback.find("The answer must have this shape").expect(feedback);
+    let body = &feedback[start..];
+    let open = body.find("```json\n").unwrap() + 8;
+    let close = body[open..].find("\n```").unwrap();
+    &body[open..open + close]
+}
+
+#[test]
+fn after_a_prose_answer_the_example_is_shown_filled_with_the_values_it_gave() {
+    let mut e = Engine::new(person_plan()).unwrap();
+    answer(
+        &mut e,
+        "Sure! Here is the person.\n- Name: Yuki Tanaka\n- Age: 27\n- City: \"Osaka\"\nHope this helps.",
+        any_answer,
+    );
+    let request = e.request();
+    let feedback = &request.messages.last().unwrap().content;
+    assert_eq!(
+        example_in(feedback),
+        "{\n  \"name\": \"Yuki Tanaka\",\n  \"age\": 27,\n  \"city\": \"Osaka\"\n}",
+        "{feedback}"
+    );
+}
+
+#[test]
+fn after_a_copied_placeholder_the_example_keeps_the_values_given_and_nothing_invented() {
+    let mut e = Engine::new(person_plan()).unwrap();
+    // The first answer gave the city; the second copied the example but for the name.
+    answer(&mut e, r#"{"name": "<string>", "age": "twenty", "city": "Osaka"}"#, |_| {
+        redraft_core::Verdict::from_issues(vec![redraft_core::Issue::new(
+            "/age",
+            "type",
+            "\"twenty\" is not of type \"integer\"",
+        )])
+    });
+    answer(&mut e, r#"{"name": "Yuki Tanaka", "age": "<integer>", "city": "<string>"}"#, any_answer);
+    let request = e.request();
+    let feedback = &request.messages.last().unwrap().content;
+    assert!(feedback.contains("\"<integer>\" is a placeholder from the example"), "{feedback}");
+    // "twenty" is not an integer: the placeholder stays.
+    assert_eq!(
+        example_in(feedback),
+        "{\n  \"name\": \"Yuki Tanaka\",\n  \"age\": <integer>,\n  \"city\": \"Osaka\"\n}",
+        "{feedback}"
+    );
+}
+
+#[test]
+fn an_answer_that_kept_the_shape_is_not_shown_the_example_again() {
+    let mut e = Engine::new(person_plan()).unwrap();
+    answer(&mut e, r#"{"name": "Yuki Tanaka", "age": 27, "city": "Kyoto"}"#, |_| {
+        redraft_core::Verdict::from_issues(vec![redraft_core::Issue::new("/city", "rule:city", "wrong city")])
+    });
+    answer(&mut e, r#"{"name": "Yuki Tanaka", "age": 27, "city": "Nara"}"#, |_| {
+        redraft_core::Verdict::from_issues(vec![redraft_core::Issue::new("/city", "rule:city", "wrong city")])
+    });
+    let request = e.request();
+    let feedback = &request.messages.last().unwrap().content;
+    assert!(!feedback.contains("The answer must have this shape"), "{feedback}");
+}

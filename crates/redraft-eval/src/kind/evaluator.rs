@@ -7,7 +7,7 @@ use redraft_core::{EvalInput, Evaluator, EvaluatorError, Issue, Verdict};
 use serde_json::Value;
 
 use super::{Kind, KindError};
-use crate::schema::{SchemaError, SchemaEvaluator};
+use crate::schema::{Formats, SchemaError, SchemaEvaluator};
 
 /// Checks artifacts against a kind: schema first, rules when the schema passes.
 #[derive(Debug)]
@@ -18,9 +18,10 @@ pub struct KindEvaluator {
 }
 
 impl KindEvaluator {
-    /// An evaluator for `kind`; its schema is compiled here.
-    pub fn new(kind: Arc<Kind>) -> Result<Self, KindError> {
-        let schema = SchemaEvaluator::of(&kind.schema).map_err(|e| KindError::Schema {
+    /// An evaluator for `kind`; its schema is compiled here, `format` doing what `formats`
+    /// says.
+    pub fn new(kind: Arc<Kind>, formats: Formats) -> Result<Self, KindError> {
+        let schema = SchemaEvaluator::of(&kind.schema, formats).map_err(|e| KindError::Schema {
             path: kind.dir().join("schema.json"),
             message: match e {
                 SchemaError::Invalid { message, .. } => message,

@@ -165,6 +165,8 @@ pub(super) fn type_name(value: &Value) -> &'static str {
 pub(super) struct Expression {
     pub source: String,
     program: Program,
+    /// The tables it reads, in the order it first names them.
+    pub tables: Vec<String>,
 }
 
 impl Expression {
@@ -202,23 +204,35 @@ pub(super) fn compile(env: &Env, source: &str, scope: &Scope<'_>) -> Result<Expr
             .join("; ");
         (format!("does not compile: {text}"), Some(format!("the expression is `{source}`")))
     })?;
-    let mut bound = Vec::new();
-    check_names(program.expression(), scope, &mut bound)?;
-    Ok(Expression { source: source.to_owned(), program })
+    let mut names = Names { bound: Vec::new(), tables: Vec::new() };
+    check_names(program.expression(), scope, &mut names)?;
+    let tables = names.tables;
+    Ok(Expression { source: source.to_owned(), program, tables })
 }
 
-fn check_names<'a>(
-    e: &'a IdedExpr,
-    scope: &Scope<'_>,
-    bound: &mut Vec<&'a str>,
-) -> Result<(), (String, Option<String>)> {
+/// The names bound by the comprehensions around an expression, and the tables it reads.
+struct Names<'a> {
+    bound: Vec<&'a str>,
+    tables: Vec<String>,
+}
+
+fn check_names<'a>(e: &'a IdedExpr, scope: &Scope<'_>, names: &mut Names<'a>) -> Result<(), (String, Option<String>)> {
     match &e.expr {
-        Expr::Ident(name) => check_ident(name, scope, bound),
+        Expr::Ident(name) => {
+            check_ident(name, scope, &names.bound)?;
+            if scope.tables.contains(&name.as_str())
+                && !names.bound.contains(&name.as_str())
+                && !names.tables.iter().any(|t| t == name)
+            {
+                names.tables.push(name.clone());
+            }
+            Ok(())
+        }
         Expr::Call(call) => {
             if call.target.is_none()
                 && matches!(call.func_name.as_str(), "lookup" | "exists")
                 && let Some(IdedExpr { expr: Expr::Ident(table), .. }) = call.args.first()
-                && !bound.contains(&table.as_str())
+                && !names.bound.contains(&table.as_str())
                 && !scope.tables.contains(&table.as_str())
                 && !matches!(table.as_str(), "self" | "context")
             {
@@ -230,29 +244,29 @@ fn check_names<'a>(
             if let Some(target) = &call.target {
                 let namespace = matches!(&target.expr, Expr::Ident(ns) if NAMESPACES.contains(&ns.as_str()));
                 if !namespace {
-                    check_names(target, scope, bound)?;
+                    check_names(target, scope, names)?;
                 }
             }
-            call.args.iter().try_for_each(|a| check_names(a, scope, bound))
+            call.args.iter().try_for_each(|a| check_names(a, scope, names))
         }
         Expr::Comprehension(c) => {
-            check_names(&c.iter_range, scope, bound)?;
-            check_names(&c.accu_init, scope, bound)?;
-            let depth = bound.len();
-            bound.push(&c.iter_var);
+            check_names(&c.iter_range, scope, names)?;
+            check_names(&c.accu_init, scope, names)?;
+            let depth = names.bound.len();
+            names.bound.push(&c.iter_var);
             if let Some(v2) = &c.iter_var2 {
-                bound.push(v2);
+                names.bound.push(v2);
             }
-            bound.push(&c.accu_var);
+            names.bound.push(&c.accu_var);
             let inner =
-                [&c.loop_cond, &c.loop_step, &c.result].into_iter().try_for_each(|x| check_names(x, scope, bound));
-            bound.truncate(depth);
+                [&c.loop_cond, &c.loop_step, &c.result].into_iter().try_for_each(|x| check_names(x, scope, names));
+            names.bound.truncate(depth);
             inner
         }
-        Expr::Select(select) => check_names(&select.operand, scope, bound),
-        Expr::List(list) => list.elements.iter().try_for_each(|x| check_names(x, scope, bound)),
-        Expr::Map(map) => map.entries.iter().try_for_each(|x| check_entry(&x.expr, scope, bound)),
-        Expr::Struct(s) => s.entries.iter().try_for_each(|x| check_entry(&x.expr, scope, bound)),
+        Expr::Select(select) => check_names(&select.operand, scope, names),
+        Expr::List(list) => list.elements.iter().try_for_each(|x| check_names(x, scope, names)),
+        Expr::Map(map) => map.entries.iter().try_for_each(|x| check_entry(&x.expr, scope, names)),
+        Expr::Struct(s) => s.entries.iter().try_for_each(|x| check_entry(&x.expr, scope, names)),
         Expr::Literal(_) | Expr::Unspecified => Ok(()),
     }
 }
@@ -260,13 +274,13 @@ fn check_names<'a>(
 fn check_entry<'a>(
     entry: &'a EntryExpr,
     scope: &Scope<'_>,
-    bound: &mut Vec<&'a str>,
+    names: &mut Names<'a>,
 ) -> Result<(), (String, Option<String>)> {
     match entry {
-        EntryExpr::StructField(field) => check_names(&field.value, scope, bound),
+        EntryExpr::StructField(field) => check_names(&field.value, scope, names),
         EntryExpr::MapEntry(entry) => {
-            check_names(&entry.key, scope, bound)?;
-            check_names(&entry.value, scope, bound)
+            check_names(&entry.key, scope, names)?;
+            check_names(&entry.value, scope, names)
         }
     }
 }

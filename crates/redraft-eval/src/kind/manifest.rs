@@ -48,4 +48,14 @@ pub(super) struct RuleSpec {
     pub message: Spanned<String>,
     #[serde(default)]
     pub severity: Option<Severity>,
+    #[serde(default)]
+    pub hint: Option<HintSpec>,
+}
+
+/// `hint = { value = "CEL", message = "template" }`: evaluated when the rule fails.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct HintSpec {
+    pub value: Spanned<String>,
+    pub message: Spanned<String>,
 }

@@ -43,7 +43,7 @@ use serde_json::Value;
 pub use error::KindError;
 pub use evaluator::KindEvaluator;
 
-use crate::schema::{SchemaError, SchemaEvaluator};
+use crate::schema::{Formats, SchemaError, SchemaEvaluator};
 use error::line_col;
 use manifest::Manifest;
 use rule::{Compiler, Rule, Run};
@@ -128,7 +128,9 @@ impl Kind {
 
         let schema_path = dir.join("schema.json");
         let schema = read_json(&schema_path, Some("every kind needs a `schema.json` next to its `kind.toml`"))?;
-        let validator = SchemaEvaluator::of(&schema).map_err(|e| KindError::Schema {
+        // The example is checked as answers are by default, formats included: it is what the
+        // model is shown as a valid answer.
+        let validator = SchemaEvaluator::of(&schema, Formats::Checked).map_err(|e| KindError::Schema {
             path: schema_path.clone(),
             message: match e {
                 SchemaError::Invalid { message, .. } => message,

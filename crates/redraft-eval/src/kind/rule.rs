@@ -28,7 +28,20 @@ pub(super) struct Rule {
     path: Option<String>,
     message: String,
     severity: Option<Severity>,
+    hint: Option<Hint>,
 }
+
+/// A rule's hint: what would satisfy it, from the reference data, told when it fails.
+#[derive(Debug)]
+struct Hint {
+    value: Expression,
+    /// The template's name in the kind's template environment; it sees the value as `hint`.
+    message: String,
+}
+
+/// The most characters of a hint kept in an issue (a hint listing a whole table would crowd out
+/// the rest of the feedback).
+const HINT_MAX_CHARS: usize = 1000;
 
 /// Where a rule is compiled: the file (for errors), its text (for lines), the CEL environment,
 /// the kind's templates and its table names.
@@ -75,6 +88,7 @@ impl Compiler<'_> {
         let check = compile("check", &spec.check, &item)?;
         let found = spec.found.as_ref().map(|s| compile("found", s, &item)).transpose()?;
         let expected = spec.expected.as_ref().map(|s| compile("expected", s, &item)).transpose()?;
+        let hint_value = spec.hint.as_ref().map(|h| compile("hint.value", &h.value, &item)).transpose()?;
 
         let mut allowed: BTreeSet<&str> = ["self", "context"].into();
         if has_each {
@@ -95,6 +109,17 @@ impl Compiler<'_> {
         let message = self
             .template(&code, "message", &spec.message, &allowed)
             .map_err(|(m, h)| bad("message", self.line(&spec.message), m, h))?;
+        let hint = match (&spec.hint, hint_value) {
+            (Some(h), Some(value)) => {
+                let mut allowed = allowed.clone();
+                allowed.insert("hint");
+                let message = self
+                    .template(&code, "hint", &h.message, &allowed)
+                    .map_err(|(m, hint)| bad("hint.message", self.line(&h.message), m, hint))?;
+                Some(Hint { value, message })
+            }
+            _ => None,
+        };
         Ok(Rule {
             issue_code: format!("rule:{code}"),
             code,
@@ -106,6 +131,7 @@ impl Compiler<'_> {
             path,
             message,
             severity: spec.severity,
+            hint,
         })
     }
 
@@ -145,7 +171,7 @@ impl Compiler<'_> {
 }
 
 /// What templates see.
-#[derive(Serialize)]
+#[derive(Clone, Serialize)]
 struct Vars<'a> {
     #[serde(rename = "self")]
     artifact: &'a serde_json::Value,
@@ -158,6 +184,8 @@ struct Vars<'a> {
     found: Option<&'a serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     expected: Option<&'a serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hint: Option<&'a serde_json::Value>,
 }
 
 /// One run of a kind's rules over one artifact.
@@ -222,6 +250,7 @@ impl Rule {
                     index: item.map(|(i, _)| i),
                     found: found.as_ref(),
                     expected: expected.as_ref(),
+                    hint: None,
                 };
                 let path = self.path(&vars, run);
                 let message = run.render(&self.message, &vars).unwrap_or_else(|e| {
@@ -231,7 +260,12 @@ impl Rule {
                         e.detail().unwrap_or("error")
                     )
                 });
-                self.push(Issue::new(path, &self.issue_code, message).with_values(expected, found), run);
+                let mut issue = Issue::new(path, &self.issue_code, message);
+                if let Some(hint) = self.hint(ctx, &vars, run) {
+                    issue =
+                        issue.with_hint(hint, self.hint.as_ref().map(|h| h.value.tables.clone()).unwrap_or_default());
+                }
+                self.push(issue.with_values(expected, found), run);
             }
             Ok(other) => {
                 let what = format!("it gave {}, not a bool", type_name(&other));
@@ -239,6 +273,25 @@ impl Rule {
             }
             Err(e) => self.broken("check", &self.check, describe(&e), item, run),
         }
+    }
+
+    /// The hint for a failure: `None` when the rule has none, when its value cannot be
+    /// computed, or when its message renders empty (a template may say nothing when nothing
+    /// matches). Kept to [`HINT_MAX_CHARS`].
+    fn hint(&self, ctx: &Context<'_, '_>, vars: &Vars<'_>, run: &Run<'_>) -> Option<String> {
+        let hint = self.hint.as_ref()?;
+        let value = cel_to_json(&hint.value.eval(ctx).ok()?);
+        let vars = Vars { hint: Some(&value), ..vars.clone() };
+        let text = run.render(&hint.message, &vars).ok()?;
+        let text = text.trim();
+        if text.is_empty() {
+            return None;
+        }
+        let total = text.chars().count();
+        Some(match text.char_indices().nth(HINT_MAX_CHARS) {
+            Some((cut, _)) => format!("{}… ({} more characters)", &text[..cut], total - HINT_MAX_CHARS),
+            None => text.to_owned(),
+        })
     }
 
     fn path(&self, vars: &Vars<'_>, run: &Run<'_>) -> String {
@@ -255,6 +308,7 @@ impl Rule {
             index: item.map(|(i, _)| i),
             found: None,
             expected: None,
+            hint: None,
         };
         // without an element, a per-element path cannot be rendered
         let path = if self.each.is_some() && item.is_none() { String::new() } else { self.path(&vars, run) };

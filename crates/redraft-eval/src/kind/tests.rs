@@ -330,7 +330,7 @@ async fn the_evaluator_runs_rules_only_when_the_schema_passes() {
     )
     .unwrap();
     let kinds = Kinds::load(root.path()).unwrap();
-    let ev = KindEvaluator::new(kinds.get("k").unwrap()).unwrap();
+    let ev = KindEvaluator::new(kinds.get("k").unwrap(), Formats::Checked).unwrap();
     assert_eq!(ev.name(), "kind:k");
     let context = json!({"city": "Toledo"});
     let eval = |artifact: Value| {
@@ -344,4 +344,83 @@ async fn the_evaluator_runs_rules_only_when_the_schema_passes() {
     assert_eq!(v.issues.iter().map(|i| i.code.as_str()).collect::<Vec<_>>(), ["rule:city"]);
     assert!(!v.passed);
     assert!(eval(json!({"fills": [{"worker_id": "W-2"}]})).await.passed);
+}
+
+const HINTED: &str = r#"
+[[rules]]
+code = "city"
+each = "self.fills"
+check = "lookup(workers, item.worker_id).city == context.city"
+path = "/fills/{{ index }}/worker_id"
+message = "worker '{{ item.worker_id }}' is not in {{ context.city }}"
+[rules.hint]
+value = "workers.filter(id, workers[id].city == context.city).map(id, id + ' ' + workers[id].name).sort()"
+message = "{% if hint %}in {{ context.city }}: {{ hint | join(', ') }}{% endif %}"
+"#;
+
+fn hints(rules: &str, artifact: Value, context: Value) -> Vec<(Option<String>, Vec<String>)> {
+    let kind = load(&format!("{HEAD}{rules}")).unwrap();
+    kind.check_rules(&artifact, &context)
+        .into_iter()
+        .map(|i| i.hint.map_or((None, Vec::new()), |h| (Some(h.text), h.tables)))
+        .collect()
+}
+
+#[test]
+fn a_hint_is_computed_when_its_rule_fails_and_names_its_tables() {
+    let fills = json!({"fills": [{"worker_id": "W-1"}, {"worker_id": "W-2"}]});
+    assert_eq!(
+        hints(HINTED, fills.clone(), json!({"city": "Toledo"})),
+        [(Some("in Toledo: W-2 Ben".to_owned()), vec!["workers".to_owned()])],
+        "one failure (W-1), one hint; W-2 passes"
+    );
+    // A message that renders empty gives no hint; the issue stays.
+    assert_eq!(hints(HINTED, fills.clone(), json!({"city": "Akron"})), [(None, vec![]), (None, vec![])]);
+    // A value that cannot be computed gives no hint; the issue stays.
+    let broken = HINTED.replace("workers[id].city == context.city)", "workers[id].town == context.city)");
+    assert_eq!(hints(&broken, fills, json!({"city": "Toledo"})), [(None, vec![])]);
+}
+
+#[test]
+fn a_long_hint_is_cut_and_says_by_how_much() {
+    let rules = HINTED
+        .replace("message = \"{% if hint %}", "message = \"{{ range(600) | map('string') | join('') }}{% if hint %}");
+    let got = hints(&rules, json!({"fills": [{"worker_id": "W-1"}]}), json!({"city": "Toledo"}));
+    let hint = got[0].0.clone().unwrap();
+    assert!(hint.chars().count() < 1100, "{}", hint.len());
+    assert!(hint.ends_with(" more characters)"), "{hint}");
+}
+
+#[test]
+fn hint_errors_name_the_rule_and_field() {
+    let err = rule_error(
+        "code = \"c\"\ncheck = \"true\"\nmessage = \"m\"\n[rules.hint]\nvalue = \"roster.size()\"\nmessage = \"{{ hint }}\"",
+    );
+    assert!(err.starts_with("DIR/k/kind.toml:11: rule `c`: `hint.value` uses `roster`, which is not defined"), "{err}");
+    let err = rule_error(
+        "code = \"c\"\ncheck = \"true\"\nmessage = \"m\"\n[rules.hint]\nvalue = \"1\"\nmessage = \"{{ hints }}\"",
+    );
+    assert!(err.starts_with("DIR/k/kind.toml:12: rule `c`: `hint.message` uses `{{ hints }}`"), "{err}");
+    let err = rule_error("code = \"c\"\ncheck = \"true\"\nmessage = \"m\"\n[rules.hint]\nvalue = \"1\"\n");
+    assert!(err.contains("missing field `message`"), "{err}");
+}
+
+#[test]
+fn a_kind_checks_formats_unless_told_they_are_annotations() {
+    let root = kind_dir(HEAD);
+    let dir = root.path().join("k");
+    let schema = r#"{"type": "object", "properties": {"start": {"type": "string", "format": "date"}}}"#;
+    std::fs::write(dir.join("schema.json"), schema).unwrap();
+    // The example is what the model is shown as valid: its formats are checked at load.
+    std::fs::write(dir.join("example.json"), r#"{"start": "July 4th"}"#).unwrap();
+    let err = Kind::load(&dir).unwrap_err().to_string();
+    assert!(err.contains(r#"`/start`: "July 4th" is not a "date""#), "{err}");
+    std::fs::write(dir.join("example.json"), r#"{"start": "2024-07-04"}"#).unwrap();
+    let kind = Arc::new(Kind::load(&dir).unwrap());
+    let bad = json!({"start": "July 4th"});
+    let checked = KindEvaluator::new(kind.clone(), Formats::Checked).unwrap();
+    let codes: Vec<String> = checked.issues(&bad, &json!({})).into_iter().map(|i| i.code).collect();
+    assert_eq!(codes, ["format"]);
+    let annotated = KindEvaluator::new(kind, Formats::Annotation).unwrap();
+    assert!(annotated.issues(&bad, &json!({})).is_empty());
 }

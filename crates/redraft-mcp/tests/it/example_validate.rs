@@ -64,3 +64,23 @@ async fn a_missing_kinds_directory_is_named_when_a_kind_is_asked_for() {
     let report = client.ok("validate", json!({"schema": {"type": "object"}, "artifact": {}})).await;
     assert_eq!(report["passed"], true);
 }
+
+#[tokio::test]
+async fn formats_are_checked_unless_the_request_or_the_server_says_not() {
+    let schema = json!({"type": "object", "properties": {"start": {"type": "string", "format": "date"}}});
+    let artifact = json!({"start": "July 4th"});
+    let mut client = Client::start(setup(config(""))).await;
+    let report = client.ok("validate", json!({"schema": schema, "artifact": artifact})).await;
+    assert_eq!(report["passed"], false, "{report}");
+    assert_eq!(report["issues"][0]["code"], "format");
+    assert_eq!(report["issues"][0]["path"], "/start");
+    assert_eq!(report["issues"][0]["message"], r#""July 4th" is not a "date""#);
+    let report = client.ok("validate", json!({"schema": schema, "artifact": artifact, "check_formats": false})).await;
+    assert_eq!(report, json!({"passed": true, "issues": []}));
+
+    let mut client = Client::start(setup(config("check_formats = false\n"))).await;
+    let report = client.ok("validate", json!({"schema": schema, "artifact": artifact})).await;
+    assert_eq!(report["passed"], true, "{report}");
+    let report = client.ok("validate", json!({"schema": schema, "artifact": artifact, "check_formats": true})).await;
+    assert_eq!(report["passed"], false, "{report}");
+}

@@ -91,3 +91,22 @@ async fn files_urls_models_and_sandboxes_a_request_names_are_refused_over_mcp() 
     }
     assert_eq!(model.calls().await, 0, "nothing was sent to the model");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ref_in_an_allowed_schema_file_cannot_reach_outside_the_working_directory() {
+    let model = FakeOpenAi::start(vec![reply(r#"{"city": "Toledo"}"#)]).await;
+    let root = tempfile::tempdir().unwrap();
+    let work = root.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    std::fs::write(root.path().join("secret.json"), r#"{"type": "object"}"#).unwrap();
+    std::fs::write(work.join("escape.json"), r#"{"$ref": "../secret.json"}"#).unwrap();
+    std::fs::write(work.join("city.json"), r#"{"type": "object", "required": ["city"]}"#).unwrap();
+    std::fs::write(work.join("order.json"), r#"{"$ref": "city.json"}"#).unwrap();
+    let mut client = client(&model, &work).await;
+    let err = client.error("iterate", json!({"prompt": "x", "evaluator": "schema:escape.json"})).await;
+    assert!(err.contains("`../secret.json` is outside the schema file's directory") && err.contains("hint:"), "{err}");
+    assert_eq!(model.calls().await, 0, "nothing was sent to the model");
+    // A reference that stays inside is followed.
+    let run = client.ok("iterate", json!({"prompt": "x", "evaluator": "schema:order.json"})).await;
+    assert_eq!(run["status"], "succeeded", "{run}");
+}

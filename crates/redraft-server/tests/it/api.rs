@@ -235,6 +235,32 @@ async fn validate_answers_200_or_422_with_issues() {
 }
 
 #[tokio::test]
+async fn formats_are_checked_unless_the_request_says_not() {
+    let h = harness(vec![reply(r#"{"start": "July 4th"}"#), reply(r#"{"start": "July 4th"}"#)]).await;
+    let schema = json!({"type": "object", "properties": {"start": {"type": "string", "format": "date"}}});
+    let artifact = json!({"start": "July 4th"});
+    let a = h.call("POST", "/v1/validate", Some(json!({"schema": schema, "artifact": artifact}))).await;
+    assert_eq!(a.status, 422, "{}", a.text);
+    assert_eq!(
+        a.json["issues"],
+        json!([{"path": "/start", "code": "format", "message": "\"July 4th\" is not a \"date\"", "found": "July 4th"}])
+    );
+    let a = h
+        .call("POST", "/v1/validate", Some(json!({"schema": schema, "artifact": artifact, "check_formats": false})))
+        .await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    // A run too: the date is fed back, unless the request makes formats annotations.
+    let body = json!({"prompt": "When?", "schema": schema, "max_iterations": 1});
+    let a = h.call("POST", "/v1/iterate", Some(body.clone())).await;
+    assert_eq!(a.status, 422, "{}", a.text);
+    assert_eq!(a.json["history"][0]["issues"][0]["code"], "format", "{}", a.text);
+    let mut body = body;
+    body["check_formats"] = json!(false);
+    let a = h.call("POST", "/v1/iterate", Some(body)).await;
+    assert_eq!(a.status, 200, "{}", a.text);
+}
+
+#[tokio::test]
 async fn chat_asks_the_model_once() {
     let h = harness(vec![reply("Hello!"), reply("Again")]).await;
     let a = h

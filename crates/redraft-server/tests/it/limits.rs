@@ -277,3 +277,37 @@ async fn an_allowed_validator_cannot_send_a_run_elsewhere_with_a_redirect() {
     );
     elsewhere.verify().await;
 }
+
+#[tokio::test]
+async fn a_ref_in_an_allowed_schema_file_cannot_reach_outside_the_working_directory() {
+    // The server works in `root/served`; `root/secret.json` is beside it, out of reach.
+    let model = redraft_testkit::FakeOpenAi::start(vec![reply(r#"{"city": "Toledo"}"#)]).await;
+    let root = tempfile::tempdir().unwrap();
+    let served = root.path().join("served");
+    std::fs::create_dir_all(served.join("schemas")).unwrap();
+    std::fs::write(root.path().join("secret.json"), r#"{"type": "object"}"#).unwrap();
+    std::fs::write(served.join("escape.json"), r#"{"$ref": "../secret.json"}"#).unwrap();
+    std::os::unix::fs::symlink(root.path().join("secret.json"), served.join("schemas/link.json")).unwrap();
+    std::fs::write(served.join("schemas/linked.json"), r#"{"$ref": "link.json"}"#).unwrap();
+    std::fs::write(served.join("schemas/city.json"), crate::CITY_SCHEMA).unwrap();
+    std::fs::write(served.join("schemas/order.json"), r#"{"$ref": "city.json"}"#).unwrap();
+    let config = crate::config(&model.base_url(), root.path());
+    let store = redraft::store::open(&config).await.unwrap();
+    let state = redraft_server::AppState::in_dir(config, store, vec![], served).unwrap();
+    let h = crate::Harness { app: redraft_server::router(state.clone()), dir: root, model, state };
+    for (evaluator, reference) in
+        [("schema:escape.json", "`../secret.json`"), ("schema:schemas/linked.json", "`link.json`")]
+    {
+        for path in ["/v1/iterate", "/v1/runs"] {
+            let a = h.call("POST", path, Some(json!({"prompt": "x", "evaluator": evaluator}))).await;
+            assert_eq!(a.status, 400, "{evaluator}: {}", a.text);
+            let message = a.json["error"]["message"].as_str().unwrap();
+            assert!(message.contains(&format!("{reference} is outside the schema file's directory")), "{message}");
+            assert!(message.contains("hint:") && !message.contains("\"type\""), "{message}");
+        }
+    }
+    assert_eq!(h.model.calls().await, 0, "nothing was sent to the model");
+    // A reference that stays inside is followed.
+    let a = h.call("POST", "/v1/iterate", Some(json!({"prompt": "x", "evaluator": "schema:schemas/order.json"}))).await;
+    assert_eq!(a.status, 200, "{}", a.text);
+}

@@ -91,6 +91,37 @@ async fn per_request_options_come_from_extra_body_or_headers() {
 }
 
 #[tokio::test]
+async fn the_proxy_checks_formats_unless_the_request_says_not() {
+    let h = harness((0..3).map(|_| reply(r#"{"on": "July 4th"}"#)).collect()).await;
+    let schema =
+        json!({"type": "object", "required": ["on"], "properties": {"on": {"type": "string", "format": "date"}}});
+    let body = |options: Value| {
+        json!({
+            "model": "fake/m",
+            "messages": [{"role": "user", "content": "When?"}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": "day", "schema": schema}},
+            "redraft": options,
+        })
+    };
+    let a = h.call("POST", "/v1/chat/completions", Some(body(json!({"max_iterations": 1})))).await;
+    assert_eq!(a.status, 422, "{}", a.text);
+    assert!(a.text.contains(r#"\"July 4th\" is not a \"date\""#), "{}", a.text);
+    let a =
+        h.call("POST", "/v1/chat/completions", Some(body(json!({"max_iterations": 1, "check_formats": false})))).await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    // A header, for clients that cannot add to the body.
+    let request = Request::builder()
+        .method("POST")
+        .uri("/v1/chat/completions")
+        .header("content-type", "application/json")
+        .header("x-redraft-check-formats", "false")
+        .body(axum::body::Body::from(body(json!({"max_iterations": 1})).to_string()))
+        .unwrap();
+    let a = h.send(request).await;
+    assert_eq!(a.status, 200, "{}", a.text);
+}
+
+#[tokio::test]
 async fn per_request_options_are_checked_and_kept_within_the_servers_limits() {
     let h = harness_with(vec![], vec![], |c| c.server.ceilings.max_iterations = 5).await;
     for (extra, said) in [

@@ -9,7 +9,11 @@
 //!   ([`command`]), with a clean environment (no API keys) unless the operator names a
 //!   sandbox;
 //! - reach an `http:` validator only when its normalised URL matches `http_allow` ([`url`]);
-//! - read a `schema:` file only under the server's working directory (symbolic links resolved);
+//! - read a `schema:` file only under the server's working directory (symbolic links resolved),
+//!   and through its `$ref`s only files under that file's own directory: the schema evaluator
+//!   confines every schema file's references to its directory
+//!   ([`redraft_eval::schema::refs`]), which for an admitted file is inside the working
+//!   directory, so the narrower of the two roots holds over the network as locally;
 //! - name a model that reads no file it names (`mock/PATH` is refused; a configured mock
 //!   provider with a `script` is fine) and runs no command the operator has not opened to the
 //!   network (`[server] command_providers`);

@@ -7,5 +7,6 @@ mod architecture;
 mod leases;
 mod openai;
 mod paused;
+mod schema;
 mod transport;
 mod typed;

@@ -1,0 +1,264 @@
+//! `schema:PATH` and inline schemas: JSON Schema (2020-12 by default, the draft named by
+//! `$schema` otherwise). `format` is checked (`"date"` rejects `"July 4th"`) unless the caller
+//! asks for [`Formats::Annotation`]. A `$ref` to another file is read from the schema file's
+//! directory and never from the network ([`refs`]).
+//!
+//! A schema is compiled once per process: a gateway sees the same few schemas on every
+//! request, and compiling one (its `pattern`s most of all) costs far more than checking an
+//! answer against it.
+
+pub mod refs;
+
+use std::borrow::Cow;
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use redraft_core::{EvalInput, Evaluator, EvaluatorError, Issue, Verdict};
+use serde_json::Value;
+
+pub use self::refs::RefError;
+use self::refs::{LocalFiles, Retriever};
+
+/// What the `format` keyword does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Formats {
+    /// A value must have its format: `date`, `date-time`, `time`, `duration`, `email`,
+    /// `hostname`, `ipv4`, `ipv6`, `uri`, `uri-reference`, `uuid`, `regex`, `json-pointer`
+    /// and the draft's other formats are checked; a format unknown here is not.
+    #[default]
+    Checked,
+    /// `format` is an annotation only, as JSON Schema 2020-12 has it by default.
+    Annotation,
+}
+
+impl Formats {
+    /// [`Formats::Checked`] when `check` (the `check_formats` setting), else
+    /// [`Formats::Annotation`].
+    pub fn checked(check: bool) -> Self {
+        if check { Formats::Checked } else { Formats::Annotation }
+    }
+}
+
+/// A compiled JSON Schema (cheap to clone: the compiled form is shared).
+#[derive(Clone)]
+pub struct SchemaEvaluator {
+    compiled: Arc<Compiled>,
+}
+
+struct Compiled {
+    schema: Arc<Value>,
+    validator: jsonschema::Validator,
+    /// The files its `$ref`s read (canonical paths), with the text they had.
+    files: Vec<(PathBuf, String)>,
+}
+
+impl Compiled {
+    /// Whether every file the schema's `$ref`s read still holds what it held.
+    fn is_fresh(&self) -> bool {
+        self.files.iter().all(|(path, text)| std::fs::read_to_string(path).is_ok_and(|now| now == *text))
+    }
+}
+
+impl std::fmt::Debug for SchemaEvaluator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchemaEvaluator").field("schema", &self.compiled.schema).finish_non_exhaustive()
+    }
+}
+
+/// What a compiled schema is found by: its JSON text, what `format` does, and the directory
+/// its `$ref`s resolve in (the same text elsewhere may name other files).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    text: String,
+    formats: Formats,
+    dir: Option<PathBuf>,
+}
+
+/// The schemas compiled so far: at most [`CACHED_SCHEMAS`], the oldest dropped first; a schema
+/// longer than [`CACHED_SCHEMA_BYTES`] (the files it refers to included) is compiled every
+/// time.
+struct Cache {
+    by_key: HashMap<Key, Arc<Compiled>>,
+    order: VecDeque<Key>,
+}
+
+const CACHED_SCHEMAS: usize = 256;
+/// With [`CACHED_SCHEMAS`], bounds what requests sending distinct schemas can make the cache
+/// hold to 16 MiB of text (and the validators compiled from it).
+const CACHED_SCHEMA_BYTES: usize = 64 * 1024;
+
+fn cache() -> &'static Mutex<Cache> {
+    static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(Cache { by_key: HashMap::new(), order: VecDeque::new() }))
+}
+
+fn lock(cache: &Mutex<Cache>) -> std::sync::MutexGuard<'_, Cache> {
+    // The cache holds no invariant a panic elsewhere could break: a poisoned lock is usable.
+    cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A schema cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SchemaError {
+    #[error("cannot read the schema file `{path}`: {source}\nhint: check the path given to `--schema`")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the schema file `{path}` is not valid JSON: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("the schema {origin} is not a valid JSON Schema: {message}")]
+    Invalid { origin: String, message: String },
+    /// A `$ref` names something that is not read: a URL, a file outside the schema file's
+    /// directory, a file from an inline schema, a file that cannot be read.
+    #[error("the schema {origin} has a `$ref` that cannot be followed: {source}")]
+    Ref {
+        origin: String,
+        #[source]
+        source: RefError,
+    },
+}
+
+/// Where a schema came from, for messages and for its `$ref`s.
+struct Origin {
+    /// `given inline`, ``in `schema.json` ``.
+    text: String,
+    /// The schema file's canonical path and directory, when it came from one.
+    file: Option<(url::Url, PathBuf)>,
+}
+
+impl SchemaEvaluator {
+    /// Compile an inline schema, checking `format`s.
+    pub fn new(schema: Value) -> Result<Self, SchemaError> {
+        Self::compile(Cow::Owned(schema), Formats::Checked, inline())
+    }
+
+    /// Compile an inline schema with `formats`, copying `schema` only when it was not compiled
+    /// before.
+    pub fn of(schema: &Value, formats: Formats) -> Result<Self, SchemaError> {
+        Self::compile(Cow::Borrowed(schema), formats, inline())
+    }
+
+    /// Read and compile a schema file with `formats`. Its `$ref`s to other files resolve
+    /// against its directory (symbolic links resolved) and may not leave it.
+    pub fn from_file(path: &Path, formats: Formats) -> Result<Self, SchemaError> {
+        let read = |source| SchemaError::Read { path: path.to_owned(), source };
+        let canonical = path.canonicalize().map_err(read)?;
+        let text = std::fs::read_to_string(&canonical).map_err(read)?;
+        let schema: Value =
+            serde_json::from_str(&text).map_err(|source| SchemaError::Parse { path: path.to_owned(), source })?;
+        let file = match (url::Url::from_file_path(&canonical), canonical.parent()) {
+            (Ok(uri), Some(dir)) => Some((uri, dir.to_owned())),
+            _ => None,
+        };
+        Self::compile(Cow::Owned(schema), formats, Origin { text: format!("in `{}`", path.display()), file })
+    }
+
+    fn compile(schema: Cow<'_, Value>, formats: Formats, origin: Origin) -> Result<Self, SchemaError> {
+        if !(schema.is_object() || schema.is_boolean()) {
+            return Err(SchemaError::Invalid {
+                origin: origin.text,
+                message: "a schema must be a JSON object or a boolean".into(),
+            });
+        }
+        // The text is the key: the same schema from another request or file shares the
+        // compiled form. A schema that does not compile is not cached (its error is cheap).
+        let dir = origin.file.as_ref().map(|(_, dir)| dir.clone());
+        let key = serde_json::to_string(&schema).ok().filter(|t| t.len() <= CACHED_SCHEMA_BYTES).map(|text| Key {
+            text,
+            formats,
+            dir: dir.clone(),
+        });
+        if let Some(key) = &key {
+            let cached = lock(cache()).by_key.get(key).cloned();
+            if let Some(compiled) = cached.filter(|c| c.is_fresh()) {
+                return Ok(Self { compiled });
+            }
+        }
+        let files = LocalFiles::new(dir);
+        let mut options = jsonschema::options()
+            .should_validate_formats(formats == Formats::Checked)
+            .with_retriever(Retriever(Arc::clone(&files)));
+        if let Some((uri, _)) = &origin.file {
+            options = options.with_base_uri(uri.as_str());
+        }
+        let validator = options.build(&schema).map_err(|e| match files.take_refusal() {
+            Some(source) => SchemaError::Ref { origin: origin.text.clone(), source },
+            None => SchemaError::Invalid { origin: origin.text.clone(), message: describe(&e) },
+        })?;
+        let files = files.take_files();
+        let size = key.as_ref().map_or(0, |k| k.text.len()) + files.iter().map(|(_, t)| t.len()).sum::<usize>();
+        let compiled = Arc::new(Compiled { schema: Arc::new(schema.into_owned()), validator, files });
+        if let Some(key) = key.filter(|_| size <= CACHED_SCHEMA_BYTES) {
+            let mut cache = lock(cache());
+            // A stale entry (a file it read has changed) is replaced where it stands.
+            if cache.by_key.insert(key.clone(), Arc::clone(&compiled)).is_none() {
+                if cache.order.len() >= CACHED_SCHEMAS
+                    && let Some(oldest) = cache.order.pop_front()
+                {
+                    cache.by_key.remove(&oldest);
+                }
+                cache.order.push_back(key);
+            }
+        }
+        Ok(Self { compiled })
+    }
+
+    /// The schema as given.
+    pub fn schema_value(&self) -> &Value {
+        &self.compiled.schema
+    }
+
+    /// The schema as given, shared.
+    pub fn shared_schema(&self) -> Arc<Value> {
+        Arc::clone(&self.compiled.schema)
+    }
+
+    /// One issue per error, with its instance path (a JSON Pointer) and keyword.
+    pub fn issues(&self, artifact: &Value) -> Vec<Issue> {
+        self.compiled.validator.iter_errors(artifact).map(|e| issue(&e)).collect()
+    }
+}
+
+fn inline() -> Origin {
+    Origin { text: "given inline".to_owned(), file: None }
+}
+
+fn describe(e: &jsonschema::ValidationError<'_>) -> String {
+    let at = e.instance_path().as_str();
+    if at.is_empty() { e.to_string() } else { format!("{e} (at `{at}`)") }
+}
+
+fn issue(e: &jsonschema::ValidationError<'_>) -> Issue {
+    let mut issue = Issue::new(e.instance_path().as_str(), e.kind().keyword(), e.to_string());
+    let found = e.instance();
+    if !(found.is_object() || found.is_array()) {
+        issue.found = Some(Box::new(found.clone().into_owned()));
+    }
+    issue
+}
+
+#[async_trait::async_trait]
+impl Evaluator for SchemaEvaluator {
+    fn name(&self) -> &str {
+        "schema"
+    }
+
+    fn schema(&self) -> Option<Arc<Value>> {
+        Some(Arc::clone(&self.compiled.schema))
+    }
+
+    async fn evaluate(&self, input: EvalInput<'_>) -> Result<Verdict, EvaluatorError> {
+        Ok(Verdict::from_issues(self.issues(input.artifact)))
+    }
+}
+
+#[cfg(test)]
+mod tests;
