@@ -37,27 +37,34 @@ import jsonschema
 from benchlib import BENCH, BIN, CORPORA, RESULTS, machine, table, write_results
 
 BASE_URL = os.environ["BASE_URL"]
-N = int(os.environ.get("N", "30"))
 MAX_TOKENS = int(os.environ.get("MAX_TOKENS", "512"))
 # TASKS: `deepjsoneval` (../shared/corpora/tasks, the English rows) or `people` (bench/tasks:
 # 30 flat person extractions, written by tasks/make_people.py).
 # TASKS=staffing: the contracts of examples/staffing (contexts/*.json), each to be filled with
 # roster workers through `--kind fill`, with the kind's hints and without them.
+# TASKS=flat: the people and the 10 order lines of bench/tasks/orders.jsonl (prices written
+# "€77.08", "1,246.73 US dollars"; paid in words), 40 flat extractions.
 TASK_SET = os.environ.get("TASKS", "deepjsoneval")
-if TASK_SET not in ("deepjsoneval", "people", "staffing"):
-    sys.exit("bench: TASKS is deepjsoneval, people or staffing")
+if TASK_SET not in ("deepjsoneval", "people", "flat", "staffing"):
+    sys.exit("bench: TASKS is deepjsoneval, people, flat or staffing")
+N = int(os.environ.get("N", "40" if TASK_SET == "flat" else "30"))
 OUT = os.environ.get("OUT", "convergence" if TASK_SET == "deepjsoneval" else f"convergence-{TASK_SET}")
 REDRAFT = os.environ.get("REDRAFT", str(BIN / "redraft"))
 MODEL = "smollm2-135m"
-TASKS = CORPORA / "tasks" / "deepjsoneval-dev.jsonl" if TASK_SET == "deepjsoneval" else BENCH / "tasks" / "people.jsonl"
+TASKS = {"deepjsoneval": [CORPORA / "tasks" / "deepjsoneval-dev.jsonl"], "people": [BENCH / "tasks" / "people.jsonl"],
+         "flat": [BENCH / "tasks" / "people.jsonl", BENCH / "tasks" / "orders.jsonl"]}.get(TASK_SET, [])
 META = (CORPORA / "tasks" / "deepjsoneval_meta_prompt.txt").read_text().strip()
 STAFFING = BENCH.parent / "examples" / "staffing"
 
 # redraft variants: extra CLI flags and config lines. "redraft" is redraft as built, with its
-# defaults; "redraft+example" shows the model an example instead of the JSON Schema.
+# defaults; "redraft+example" shows the model an example instead of the JSON Schema;
+# "redraft-strict" checks answers as extracted (no coercion); "redraft+constrained" sends the
+# schema as response_format (llama-server turns it into a grammar).
 VARIANTS = {
     "redraft": ([], ""),
     "redraft+example": (["--prompt-style", "example"], ""),
+    "redraft-strict": (["--strict"], ""),
+    "redraft+constrained": (["--constrained"], ""),
 } if TASK_SET != "staffing" else {
     "redraft": ([], ""),
     "redraft-no-hints": (["--no-hints"], ""),
@@ -122,7 +129,7 @@ def select_tasks():
     Short prompts leave room in the context for three attempts and their feedback."""
     if TASK_SET == "staffing":
         return staffing_tasks()[:N]
-    rows = [json.loads(line) for line in TASKS.read_text().splitlines() if line.strip()]
+    rows = [json.loads(line) for path in TASKS for line in path.read_text().splitlines() if line.strip()]
     en = [r for r in rows if r["language"] == "en"]
     en.sort(key=lambda r: (len(r["text"]) + len(json.dumps(r["schema"])), r["id"]))
     return en[:N]

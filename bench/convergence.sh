@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Convergence with a real small model: one call vs Instructor (max_retries=2) vs redraft
 # (max_iterations=3) on DeepJSONEval extraction tasks (../shared/corpora/tasks; TASKS=people: the
-# 30 flat person extractions of bench/tasks/people.jsonl instead; TASKS=staffing: the contracts
+# 30 flat person extractions of bench/tasks/people.jsonl instead; TASKS=flat: those and the 10
+# order lines of bench/tasks/orders.jsonl; TASKS=staffing: the contracts
 # of examples/staffing filled through `--kind fill`, with the kind's hints and without), with
 # SmolLM2-135M-Instruct under llama-server, started here (bench/local-model.sh: built and cached
 # on first use, ~5 min) and stopped at the end.

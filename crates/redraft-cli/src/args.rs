@@ -196,6 +196,12 @@ pub struct RunArgs {
     #[arg(long)]
     pub constrained: bool,
 
+    /// Check answers exactly as extracted: no schema-aligned coercion (by default `"€77.08"`
+    /// where the schema asks for a number is checked as 77.08, and the change is recorded
+    /// among the attempt's repairs). By default, `coerce` from the config (on).
+    #[arg(long)]
+    pub strict: bool,
+
     #[command(flatten)]
     pub policy: PolicyArgs,
 

@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::canonical::{artifact_sha256, canonical_json};
 use crate::chat::{ChatRequest, ChatResponse, FinishReason, Message, Parameters, ToolSpec};
 use crate::escalation::{RunFacts, escalate};
-use crate::extract::{self, Repair, Route};
+use crate::extract::{self, Coercion, Route};
 use crate::issue::{Issue, Score, Verdict, codes};
 use crate::policy::{Ceilings, HaltReason, PlanError, Policy};
 use crate::price::{CostEstimate, OutputBasis, Price, estimate_tokens};
@@ -21,7 +21,9 @@ use crate::prompt::{
     Feedback, FirstPrompt, FreshPrompt, PriorAttempt, PromptStyle, Prompts, Strategy, Templates, bare_skeleton,
     fill_known, placeholder_paths, pretty, prose_pairs, skeleton_text, skeleton_value_text, truncate_chars,
 };
-use crate::record::{AttemptRecord, AttemptStatus, Metrics, RunErrorReport, RunResult, RunStatus, Validation};
+use crate::record::{
+    AttemptRecord, AttemptStatus, Metrics, RecordedRepair, RunErrorReport, RunResult, RunStatus, Validation,
+};
 
 /// What is asked.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -79,6 +81,11 @@ pub struct Plan {
     pub mode: Mode,
     /// The JSON Schema shown to the proposer, if any (shared by every run of a runner).
     pub schema: Option<Arc<Value>>,
+    /// Whether an extracted artifact is coerced toward `schema` where that is unambiguous (a
+    /// number written as text, `"yes"` for a boolean, an enum member in another case, …), each
+    /// change recorded among the attempt's repairs. A value that fits is never changed. By
+    /// default, `true`.
+    pub coerce: bool,
     /// An example instance; by default a skeleton is generated from the schema.
     pub example: Option<Value>,
     pub prompt_style: PromptStyle,
@@ -129,6 +136,7 @@ impl Plan {
             ceilings: Ceilings::default(),
             mode: Mode::Structured,
             schema: None,
+            coerce: true,
             example: None,
             prompt_style: PromptStyle::Both,
             strategy: Strategy::Conversation,
@@ -170,7 +178,8 @@ pub enum Next {
 pub struct Candidate {
     pub artifact: Option<Value>,
     pub extraction: Option<Route>,
-    pub repairs: Vec<Repair>,
+    /// What extraction repaired in the text, then what coercion changed.
+    pub repairs: Vec<RecordedRepair>,
     /// The `invalid_json` issue when no artifact was found.
     pub issue: Option<Issue>,
 }
@@ -503,8 +512,8 @@ impl Engine {
         Next::Halt(reason)
     }
 
-    /// Find the artifact in a proposer's text: extracted JSON in structured mode, the text
-    /// itself in text mode.
+    /// Find the artifact in a proposer's text: extracted JSON in structured mode (coerced
+    /// toward the schema, see [`Plan::coerce`]), the text itself in text mode.
     pub fn candidate(&self, raw: &str) -> Candidate {
         match self.plan.mode {
             Mode::Text => Candidate {
@@ -514,12 +523,13 @@ impl Engine {
                 issue: None,
             },
             Mode::Structured => match extract::extract(raw) {
-                Ok(found) => Candidate {
-                    artifact: Some(found.value),
-                    extraction: Some(found.route),
-                    repairs: found.repairs,
-                    issue: None,
-                },
+                Ok(found) => {
+                    let mut artifact = found.value;
+                    let coerced = self.coerce(&mut artifact);
+                    let mut repairs: Vec<RecordedRepair> = found.repairs.into_iter().map(Into::into).collect();
+                    repairs.extend(coerced.into_iter().map(RecordedRepair::from));
+                    Candidate { artifact: Some(artifact), extraction: Some(found.route), repairs, issue: None }
+                }
                 Err(no) => Candidate {
                     artifact: None,
                     extraction: None,
@@ -527,6 +537,20 @@ impl Engine {
                     issue: Some(Issue::new("", codes::INVALID_JSON, no.to_string())),
                 },
             },
+        }
+    }
+
+    /// Coerce an extracted artifact toward the plan's schema, when the plan says so. A JSON
+    /// Schema given back instead of an answer is left as it is, for the evaluators and the
+    /// `schema_echo` check to see what the proposer wrote.
+    fn coerce(&self, artifact: &mut Value) -> Vec<Coercion> {
+        match self.plan.schema.as_deref() {
+            Some(schema)
+                if self.plan.coerce && !looks_like_a_schema(artifact, schema) && !is_a_json_schema(artifact) =>
+            {
+                extract::coerce(artifact, schema)
+            }
+            _ => Vec::new(),
         }
     }
 

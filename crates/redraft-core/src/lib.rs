@@ -45,7 +45,8 @@ pub use policy::{Ceilings, HaltReason, PlanError, Policy};
 pub use price::Price;
 pub use prompt::{PromptStyle, Strategy, Templates};
 pub use record::{
-    AttemptRecord, AttemptStatus, Escalation, Metrics, RecurringIssue, RunErrorReport, RunResult, RunStatus, Validation,
+    AttemptRecord, AttemptStatus, Escalation, Metrics, RecordedRepair, RecurringIssue, RunErrorReport, RunResult,
+    RunStatus, Validation,
 };
 pub use retry::{RetryDecision, RetryPolicy, WaitBound};
 pub use store::{

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::chat::FinishReason;
-use crate::extract::{Repair, Route};
+use crate::extract::{Coercion, Repair, Route};
 use crate::issue::{Issue, Score};
 use crate::policy::HaltReason;
 
@@ -29,6 +29,31 @@ impl AttemptStatus {
     }
 }
 
+/// One change made to an answer before it was evaluated: damage repaired in its text, kept as
+/// the repair's name (`"trailing_comma"`), or a value coerced toward the schema, kept as
+/// `{"path": "/unit_price", "from": "€77.08", "to": 77.08}`. Records from before coercion hold
+/// names only, and read back as they were written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RecordedRepair {
+    /// Damage the extractor repaired in the text.
+    Text(Repair),
+    /// A value coerced toward the schema.
+    Coercion(Coercion),
+}
+
+impl From<Repair> for RecordedRepair {
+    fn from(repair: Repair) -> Self {
+        RecordedRepair::Text(repair)
+    }
+}
+
+impl From<Coercion> for RecordedRepair {
+    fn from(coercion: Coercion) -> Self {
+        RecordedRepair::Coercion(coercion)
+    }
+}
+
 /// One attempt: the proposal, what was extracted, and its evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AttemptRecord {
@@ -38,8 +63,9 @@ pub struct AttemptRecord {
     pub raw: String,
     pub artifact: Option<Value>,
     pub extraction: Option<Route>,
+    /// What was repaired in the text and coerced toward the schema, in that order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub repairs: Vec<Repair>,
+    pub repairs: Vec<RecordedRepair>,
     pub score: Score,
     pub issues: Vec<Issue>,
     pub tokens_in: u64,
@@ -160,5 +186,47 @@ impl RunResult {
     /// The raw text of the last attempt, if any.
     pub fn last_raw(&self) -> Option<&str> {
         self.history.last().map(|a| a.raw.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn repairs_keep_their_names_and_coercions_are_objects() {
+        let repairs = vec![
+            RecordedRepair::from(Repair::TrailingComma),
+            RecordedRepair::from(Coercion { path: "/unit_price".into(), from: json!("€77.08"), to: json!(77.08) }),
+        ];
+        let text = serde_json::to_value(&repairs).unwrap_or_default();
+        assert_eq!(text, json!(["trailing_comma", {"path": "/unit_price", "from": "€77.08", "to": 77.08}]));
+        assert_eq!(serde_json::from_value::<Vec<RecordedRepair>>(text).ok(), Some(repairs));
+    }
+
+    #[test]
+    fn an_attempt_recorded_before_coercion_reads_back() {
+        // as an earlier version stored it: repairs by name only
+        let old = json!({
+            "iteration": 1, "status": "accepted", "raw": "{'a': 1,", "artifact": {"a": 1},
+            "extraction": "repaired", "repairs": ["single_quotes", "trailing_comma", "truncated_tail"],
+            "score": 1.0, "issues": [], "tokens_in": 10, "tokens_out": 4, "cost_usd": null, "wall_ms": 3
+        });
+        let record: AttemptRecord = match serde_json::from_value(old.clone()) {
+            Ok(record) => record,
+            Err(e) => panic!("an old record does not read: {e}"),
+        };
+        assert_eq!(
+            record.repairs,
+            [Repair::SingleQuotes, Repair::TrailingComma, Repair::TruncatedTail].map(RecordedRepair::Text)
+        );
+        assert_eq!(serde_json::to_value(&record).ok(), Some(old));
+        // and one without repairs at all
+        let bare = json!({
+            "iteration": 1, "status": "invalid_json", "raw": "no", "artifact": null, "extraction": null,
+            "score": 0.0, "issues": [], "tokens_in": 1, "tokens_out": 1, "cost_usd": null, "wall_ms": 0
+        });
+        assert!(serde_json::from_value::<AttemptRecord>(bare).is_ok_and(|r| r.repairs.is_empty()));
     }
 }

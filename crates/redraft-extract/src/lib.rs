@@ -18,12 +18,19 @@
 //!
 //! Every step is linear in the input: the scanner, fence finder and lenient parser each make
 //! one pass, and the number of spans and repair starting points tried is bounded.
+//!
+//! After extraction, [`coerce`] gives a value the shape its JSON Schema asks for where that is
+//! unambiguous (`"€77.08"` where a number is expected is 77.08), recording each change as a
+//! [`Coercion`]; a value that fits is never changed.
 
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use coerce::{Coercion, coerce};
+
+mod coerce;
 mod fence;
 mod lenient;
 mod scan;
@@ -59,8 +66,9 @@ pub enum Repair {
     MissingComma,
     /// A colon between a key and its value was added.
     MissingColon,
-    /// A key had no value (`{"a": }`, or the text ended after it: `{"a":`); `null` was used.
-    /// A key cut off part-way (`{"a": 1, "na`) is dropped instead.
+    /// A key had no value (`{"a": }`, or the text ended after its colon: `{"a":`); `null` was
+    /// used. A key the text ended before its colon (`{"a": 1, "na` or `{"a": 1, "name"`) is
+    /// dropped instead, recorded as [`Repair::TruncatedTail`] alone.
     MissingValue,
     /// Single-quoted strings were read as strings.
     SingleQuotes,

@@ -319,3 +319,47 @@ fn nan_and_infinity() {
     value: {"loss":null,"best":null}
     "#);
 }
+
+#[test]
+fn code_fences_inside_a_fenced_block() {
+    // the fence in the string does not close the block, so the example in the prose before it
+    // is not taken for the answer
+    insta::assert_snapshot!(show("Use {\"x\": 1} as the shape:\n```json\n{\"code\": \"```python\\nprint(1)\\n```\", \"n\": 2}\n```"), @r#"
+    route: fenced
+    repairs: []
+    span: "{\"code\": \"```python\\nprint(1)\\n```\", \"n\": 2}"
+    value: {"code":"```python\nprint(1)\n```","n":2}
+    "#);
+    insta::assert_snapshot!(show("```json\n{\"code\": \"```python\nprint(1)\n```\", \"n\": 2,}\n```"), @r#"
+    route: repaired
+    repairs: [control_character, trailing_comma]
+    span: "{\"code\": \"```python\nprint(1)\n```\", \"n\": 2,}"
+    value: {"code":"```python\nprint(1)\n```","n":2}
+    "#);
+    insta::assert_snapshot!(show("```json\n{\"code\": \"```sh\\nls\\n```\", \"note\": \"cut of"), @r#"
+    route: repaired
+    repairs: [truncated_tail]
+    span: "{\"code\": \"```sh\\nls\\n```\", \"note\": \"cut of"
+    value: {"code":"```sh\nls\n```","note":"cut of"}
+    "#);
+}
+
+#[test]
+fn brackets_in_a_string_cut_off() {
+    insta::assert_snapshot!(show("{\"title\": \"x\", \"note\": \"see [1, {2}]"), @r#"
+    route: repaired
+    repairs: [truncated_tail]
+    span: "{\"title\": \"x\", \"note\": \"see [1, {2}]"
+    value: {"title":"x","note":"see [1, {2}]"}
+    "#);
+}
+
+#[test]
+fn key_cut_off_before_its_colon() {
+    insta::assert_snapshot!(show("{\"name\": \"Ada\", \"age\""), @r#"
+    route: repaired
+    repairs: [truncated_tail]
+    span: "{\"name\": \"Ada\", \"age\""
+    value: {"name":"Ada"}
+    "#);
+}

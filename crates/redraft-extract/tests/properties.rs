@@ -1,11 +1,11 @@
-//! Property tests for the invariants: valid JSON is never changed, nothing panics, and JSON
-//! embedded in prose is found.
+//! Property tests for the invariants: valid JSON is never changed, nothing panics, JSON
+//! embedded in prose is found, and coercion leaves a value that fits its schema alone.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 use proptest::prelude::*;
-use redraft_extract::{Extraction, Route, extract, repair};
-use serde_json::Value;
+use redraft_extract::{Extraction, Route, coerce, extract, repair};
+use serde_json::{Value, json};
 
 /// Strings: any Unicode, or text made of the characters repair heuristics look at.
 fn text() -> impl Strategy<Value = String> {
@@ -52,6 +52,76 @@ fn jsonish() -> impl Strategy<Value = String> {
     ]
 }
 
+/// A schema `value` fits: its types, every member required and no other allowed, each item
+/// one of the items' shapes; scalars may be pinned by `enum`.
+fn shape_of(value: &Value, pin: bool) -> Value {
+    let scalar = |t: &str| if pin { json!({"type": t, "enum": [value.clone(), "other"]}) } else { json!({"type": t}) };
+    match value {
+        Value::Null => scalar("null"),
+        Value::Bool(_) => scalar("boolean"),
+        Value::Number(n) if n.is_i64() || n.is_u64() => scalar("integer"),
+        Value::Number(_) => scalar("number"),
+        Value::String(_) => scalar("string"),
+        Value::Array(items) => {
+            json!({"type": "array", "items": {"anyOf": items.iter().map(|i| shape_of(i, pin)).collect::<Vec<_>>()}})
+        }
+        Value::Object(map) => json!({
+            "type": "object",
+            "properties": map.iter().map(|(k, v)| (k.clone(), shape_of(v, pin))).collect::<serde_json::Map<_, _>>(),
+            "required": map.keys().collect::<Vec<_>>(),
+            "additionalProperties": false
+        }),
+    }
+}
+
+/// Values with text coercion reads: numbers, currencies, units, booleans, JSON, cases.
+fn loose() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        json(),
+        "[-+€$ 0-9.,%_'a-zA-Z]{0,10}".prop_map(Value::String),
+        r#"(yes|No|TRUE|0|1|\[1\]|\{"a": "2"\}| Open |open)"#.prop_map(Value::String),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::vec(("[a-c]", inner), 0..4).prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// Schemas made of what coercion reads, references and branches included.
+fn schema() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(json!({})),
+        Just(json!(true)),
+        Just(json!(false)),
+        "(null|boolean|integer|number|string|array|object)".prop_map(|t| json!({"type": t})),
+        Just(json!({"type": ["number", "null"]})),
+        Just(json!({"enum": ["Open", "closed", 1, true]})),
+        Just(json!({"$ref": "#"})),
+        Just(json!({"$ref": "#/$defs/x"})),
+    ];
+    let tree = leaf.prop_recursive(4, 32, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(("[a-c]", inner.clone()), 0..4).prop_map(|props| {
+                let required: Vec<String> = props.iter().map(|(k, _)| k.clone()).take(1).collect();
+                json!({"type": "object", "properties": props.into_iter().collect::<serde_json::Map<_, _>>(), "required": required})
+            }),
+            inner.clone().prop_map(|items| json!({"type": "array", "items": items})),
+            prop::collection::vec(inner.clone(), 0..3).prop_map(|b| json!({"anyOf": b})),
+            prop::collection::vec(inner.clone(), 0..3).prop_map(|b| json!({"allOf": b})),
+            prop::collection::vec(inner, 0..3).prop_map(|p| json!({"type": "array", "prefixItems": p})),
+        ]
+    });
+    (tree.clone(), tree).prop_map(|(root, def)| match root {
+        Value::Object(mut map) => {
+            map.insert("$defs".into(), json!({"x": def}));
+            Value::Object(map)
+        }
+        other => other,
+    })
+}
+
 fn check_shape(raw: &str, found: &Extraction) {
     assert!(raw.get(found.span.clone()).is_some(), "span {:?} outside {raw:?}", found.span);
     if found.route != Route::Repaired {
@@ -86,6 +156,24 @@ proptest! {
             check_shape(&text, &found);
         }
         let _ = repair(&text);
+    }
+
+    #[test]
+    fn coercion_leaves_a_fitting_value_alone(value in json(), pin in any::<bool>()) {
+        let schema = shape_of(&value, pin);
+        let mut coerced = value.clone();
+        prop_assert_eq!(coerce(&mut coerced, &schema), Vec::new(), "{} against {}", value, schema);
+        prop_assert_eq!(&coerced, &value);
+    }
+
+    #[test]
+    fn coercion_never_panics_and_records_what_it_changed(value in loose(), schema in schema()) {
+        let mut coerced = value.clone();
+        let done = coerce(&mut coerced, &schema);
+        prop_assert_eq!(done.is_empty(), coerced == value, "{} against {}: {:?}", value, schema, done);
+        for c in &done {
+            prop_assert!(c.from != c.to, "{:?}", c);
+        }
     }
 
     #[test]

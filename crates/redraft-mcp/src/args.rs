@@ -95,6 +95,11 @@ pub struct IterateArgs {
     /// them annotations only. By default, the server's `check_formats` (`true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check_formats: Option<bool>,
+    /// Whether an answer is coerced toward the schema before it is checked (`"€77.08"` for a
+    /// number is 77.08, recorded as a repair); `false` checks it exactly as extracted. By
+    /// default, the server's `coerce` (`true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coerce: Option<bool>,
 }
 
 /// A duration: `"90s"`, `"5m"`, `"1h30m"`, `"250ms"`, or a number of seconds.
@@ -161,6 +166,7 @@ impl IterateArgs {
             }),
             artifact_ext: self.artifact_ext,
             check_formats: self.check_formats,
+            coerce: self.coerce,
             sandbox: self.sandbox.map(|s| match s {
                 SandboxArg::Name(name) => Value::String(name),
                 SandboxArg::Spec(spec) => Value::Object(spec),

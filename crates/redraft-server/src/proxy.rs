@@ -76,7 +76,7 @@ struct CompletionRequest {
 
 /// The run fields a request may set for itself (`extra_body.redraft`, `x-redraft-*` headers),
 /// within the server's ceilings and allow-lists like any run's.
-const RUN_OPTIONS: [&str; 12] = [
+const RUN_OPTIONS: [&str; 13] = [
     "max_iterations",
     "success_threshold",
     "patience",
@@ -86,6 +86,7 @@ const RUN_OPTIONS: [&str; 12] = [
     "repeat_limit",
     "prompt_style",
     "check_formats",
+    "coerce",
     "kind",
     "evaluator",
     "context",

@@ -56,6 +56,13 @@ pub struct Config {
     /// (the shape then comes from the decoder; every evaluator still runs; a server that
     /// refuses it is asked again without it, once). By default, `false`.
     pub constrained: bool,
+    /// Schema-aligned coercion: before an answer is checked, a value the schema plainly meant
+    /// is given its shape (`"€77.08"` for a number is 77.08, `"yes"` for a boolean is `true`, an
+    /// enum member in another case, one value for an array, JSON inside a string, a wrapper
+    /// object), each change recorded among the attempt's repairs; a value that fits is never
+    /// changed. `false` (the CLI's `--strict`) checks answers exactly as extracted. By
+    /// default, `true`.
+    pub coerce: bool,
     /// Sampling temperature. By default, the provider's.
     pub temperature: Option<f32>,
     /// Output token limit per attempt. By default, the provider's.
@@ -205,6 +212,7 @@ impl Default for Config {
             feedback_max_chars: 4000,
             check_formats: true,
             constrained: false,
+            coerce: true,
             temperature: None,
             max_tokens: None,
             providers: BTreeMap::new(),
@@ -235,6 +243,7 @@ const ENV_KEYS: &[(&str, &[&str])] = &[
     ("feedback_max_chars", &["feedback_max_chars"]),
     ("check_formats", &["check_formats"]),
     ("constrained", &["constrained"]),
+    ("coerce", &["coerce"]),
     ("temperature", &["temperature"]),
     ("max_tokens", &["max_tokens"]),
     ("max_iterations", &["policy", "max_iterations"]),

@@ -181,6 +181,15 @@ impl RunnerBuilder {
         self
     }
 
+    /// Whether an extracted answer is coerced toward the schema before it is checked, where
+    /// that is unambiguous (`"€77.08"` for a number is 77.08, `"yes"` for a boolean is `true`),
+    /// each change recorded among the attempt's repairs; a value that fits is never changed.
+    /// By default, `true`.
+    pub fn coerce(mut self, coerce: bool) -> Self {
+        self.template.coerce = coerce;
+        self
+    }
+
     /// How feedback is given. By default, `conversation`.
     pub fn strategy(mut self, strategy: Strategy) -> Self {
         self.template.strategy = strategy;

@@ -128,6 +128,11 @@ pub struct RunSpec {
     /// `format` an annotation only. By default, the config's `check_formats` (`true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check_formats: Option<bool>,
+    /// Whether an answer is coerced toward the schema before it is checked (`"€77.08"` for a
+    /// number is 77.08; each change is recorded as a repair); `false` checks it exactly as
+    /// extracted. By default, the config's `coerce` (`true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coerce: Option<bool>,
     /// The answer must be a JSON object, any object (OpenAI's `json_object`): no schema is
     /// shown, and an object that is itself a JSON Schema (`{"type": "object"}`) is rejected
     /// as `schema_echo`.
@@ -261,6 +266,7 @@ impl RunSpec {
             .mode(if self.text { Mode::Text } else { Mode::Structured })
             .prompt_style(self.prompt_style.unwrap_or(config.prompt_style))
             .feedback_max_chars(config.feedback_max_chars)
+            .coerce(self.coerce.unwrap_or(config.coerce))
             .temperature_step(config.temperature_step);
         if let Some(t) = self.temperature.or(config.temperature) {
             builder = builder.temperature(t);

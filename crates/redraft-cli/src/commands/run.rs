@@ -73,6 +73,7 @@ fn spec_from_args(args: &RunArgs) -> Result<RunSpec> {
         }),
         artifact_ext: args.artifact_ext.clone(),
         check_formats: args.formats.check_formats(),
+        coerce: args.strict.then_some(false),
         sandbox: args
             .sandbox
             .as_deref()

@@ -384,3 +384,53 @@ async fn constrained_sends_the_schema_as_response_format_and_still_checks() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(s.server.bodies().await[0].get("response_format").is_none());
 }
+
+/// By default a value the schema plainly meant is coerced before it is checked, and each change
+/// is recorded among the attempt's repairs; `--strict` checks the answer as extracted, so the
+/// same answer is fed back and asked again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_are_coerced_toward_the_schema_unless_strict() {
+    const ORDER: &str = r#"{"type": "object", "required": ["sku", "unit_price", "qty", "paid", "status"],
+        "properties": {"sku": {"type": "string"}, "unit_price": {"type": "number"}, "qty": {"type": "integer"},
+                       "paid": {"type": "boolean"}, "status": {"enum": ["pending", "shipped"]}}}"#;
+    let sloppy = r#"{"sku": "00042", "unit_price": "€77.08", "qty": "2", "paid": "yes", "status": "Shipped "}"#;
+    let exact = r#"{"sku": "00042", "unit_price": 77.08, "qty": 2, "paid": true, "status": "shipped"}"#;
+    let s = setup(vec![reply(sloppy), reply(sloppy), reply(exact)]).await;
+    write(s.dir.path(), "order.json", ORDER);
+    let run = |extra: &[&str]| {
+        let mut cmd = redraft(s.dir.path());
+        cmd.env("OPENAI_BASE_URL", s.server.base_url())
+            .env("OPENAI_API_KEY", "sk-test")
+            .args(["run", "--model", "openai/fake", "--schema", "order.json", "--prompt", "Order 42?", "--json"])
+            .args(extra);
+        cmd
+    };
+
+    let out = output(run(&[])).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(statuses(&result), ["accepted"]);
+    assert_eq!(result["artifact"], serde_json::from_str::<Value>(exact).unwrap());
+    let mut repairs = result["history"][0]["repairs"].as_array().unwrap().clone();
+    repairs.sort_by_key(|r| r["path"].as_str().unwrap_or_default().to_owned());
+    assert_eq!(
+        repairs,
+        [
+            json!({"path": "/paid", "from": "yes", "to": true}),
+            json!({"path": "/qty", "from": "2", "to": 2}),
+            json!({"path": "/status", "from": "Shipped ", "to": "shipped"}),
+            json!({"path": "/unit_price", "from": "€77.08", "to": 77.08}),
+        ],
+        "the string `00042` fits its schema and is left alone"
+    );
+    assert_eq!(s.requests().await, 1);
+
+    let out = output(run(&["--strict"])).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(statuses(&result), ["rejected", "accepted"]);
+    assert!(result["history"][0].get("repairs").is_none(), "{}", result["history"][0]);
+    let paths: Vec<&str> = result["history"][0]["issues"].as_array().unwrap().iter().map(|i| i["path"].as_str().unwrap()).collect();
+    assert_eq!(paths.len(), 4, "{paths:?}");
+    assert_eq!(s.requests().await, 3);
+}

@@ -97,13 +97,11 @@ impl Parser<'_> {
                     self.evidence += 1;
                 }
                 None => {
-                    // the text ended after a key: a complete key gets `null`, a key cut off
-                    // part-way (`{"id": 2, "na`) is dropped
+                    // the text ended before the key's colon: the key is dropped, whether it was
+                    // cut off part-way (`{"id": 2, "na`) or whole (`{"id": 2, "name"`), since
+                    // nothing says a value was meant for it (after a colon, `null` is used)
+                    self.repairs.truncate(mark);
                     self.note(Repair::TruncatedTail);
-                    if quoted && !self.string_cut {
-                        self.note(Repair::MissingValue);
-                        map.insert(key, Value::Null);
-                    }
                     break;
                 }
                 Some(b',') if quoted && first => return self.set_literal(key),

@@ -34,11 +34,13 @@ pub(super) struct Opens {
     paren: usize,
     square: usize,
     curly: usize,
+    /// Whether the last `]` or `}` of the text closed no bracket the text had opened.
+    stray: bool,
 }
 
 impl Opens {
     fn new(quote: Quote) -> Self {
-        Opens { quote, code: false, paren: 0, square: 0, curly: 0 }
+        Opens { quote, code: false, paren: 0, square: 0, curly: 0, stray: false }
     }
 
     fn track(&mut self, c: u8) {
@@ -46,10 +48,38 @@ impl Opens {
             b'(' => self.paren += 1,
             b')' => self.paren = self.paren.saturating_sub(1),
             b'[' => self.square += 1,
-            b']' => self.square = self.square.saturating_sub(1),
+            b']' => {
+                self.stray = self.square == 0;
+                self.square = self.square.saturating_sub(1);
+            }
             b'{' => self.curly += 1,
-            b'}' => self.curly = self.curly.saturating_sub(1),
+            b'}' => {
+                self.stray = self.curly == 0;
+                self.curly = self.curly.saturating_sub(1);
+            }
             _ => {}
+        }
+    }
+
+    /// Whether the delimiter `c` that ends the text after this string's text can be structure
+    /// the end quote was lost before (`["hello]`), rather than the string's own text cut off:
+    /// a bracket the text opens, or closes, is text (`"x [1, 2] {y`, `"[1, {2}]`), and so is
+    /// anything inside a bracket it left open.
+    fn outside(self, c: u8) -> bool {
+        match c {
+            b'[' | b'{' => false,
+            b']' | b'}' => self.stray,
+            _ => !self.unclosed(),
+        }
+    }
+
+    /// Whether `c`, met while reading a string cut off by the end of the text, is the
+    /// string's own text: a bracket it opens or closes, or a delimiter inside one it opened.
+    fn holds(self, c: u8) -> bool {
+        match c {
+            b'[' | b'{' => true,
+            b']' | b'}' => self.open_for(c) > 0,
+            _ => self.unclosed(),
         }
     }
 
@@ -204,8 +234,8 @@ impl Parser<'_> {
                     return Ok(Scan::Done(out));
                 }
                 self.push_seg(&mut out, seg, self.end);
-                let lost_end =
-                    lex::prev_significant(b, self.end).is_some_and(|(j, c)| j >= start + qlen && lex::is_delim(c));
+                let lost_end = lex::prev_significant(b, self.end)
+                    .is_some_and(|(j, c)| j >= start + qlen && lex::is_delim(c) && opens.outside(c));
                 if stop == Stop::Quote && lost_end {
                     // `["hello]`: the end quote belongs before the delimiter; quotes met on the
                     // way stay text if they pair up (`"a "b" c}`), else the first one ends it
@@ -319,7 +349,10 @@ impl Parser<'_> {
                 seg = i;
                 continue;
             }
-            if matches!(stop, Stop::Delim | Stop::Lost) && self.stops_string(i, c, ctx) {
+            // read again after the text ended without an end quote, the string's own brackets
+            // are text (`["a [1, 2] b]`)
+            let own = stop == Stop::Lost && opens.holds(c);
+            if matches!(stop, Stop::Delim | Stop::Lost) && !own && self.stops_string(i, c, ctx) {
                 self.push_seg(&mut out, seg, i);
                 trim_end(&mut out);
                 self.note(Repair::MissingQuote);

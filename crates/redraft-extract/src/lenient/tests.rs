@@ -69,7 +69,7 @@ fn quotes() {
     check(r#"{"a": "x} "y" z}"#, (Some(r#"{"a": "x} \"y\" z"}"#), &[UnescapedQuote, MissingQuote]));
     check(r#"{"a": "x} b: 2}"#, (Some(r#"{"a": "x"}"#), &[MissingQuote]));
     // at the end of the text, an unpaired quote in a value was its end quote
-    check(r#"{"a": "x" tail"#, (Some(r#"{"a": "x"}"#), &[StrayText, MissingComma, UnquotedKey, TruncatedTail]));
+    check(r#"{"a": "x" tail"#, (Some(r#"{"a": "x"}"#), &[StrayText, TruncatedTail]));
     // in a code snippet, a quote ending its line before a lone end quote is text
     check(
         "{\"a\": \"```sh\necho \"hi\"\n```\n\"\n\", \"b\": 1}",
@@ -141,11 +141,42 @@ fn truncation() {
     check(r#"{"items":[{"id":1},{"id":2,"na"#, (Some(r#"{"items":[{"id":1},{"id":2}]}"#), &[TruncatedTail]));
     check(r#"{"a": "hel"#, (Some(r#"{"a": "hel"}"#), &[TruncatedTail]));
     check(r#"{"a": 1, "b":"#, (Some(r#"{"a": 1, "b": null}"#), &[TruncatedTail, MissingValue]));
-    check(r#"{"a": 1, "b""#, (Some(r#"{"a": 1, "b": null}"#), &[TruncatedTail, MissingValue]));
+    // a key the text ended before its colon is dropped, cut off part-way or whole
     check(r#"{"a": 1, "b"#, (Some(r#"{"a": 1}"#), &[TruncatedTail]));
+    check(r#"{"a": 1, "name""#, (Some(r#"{"a": 1}"#), &[TruncatedTail]));
+    check("{\"a\": 1, \"name\"  \n", (Some(r#"{"a": 1}"#), &[TruncatedTail]));
+    check(r#"{"a": 1, 'name'"#, (Some(r#"{"a": 1}"#), &[TruncatedTail]));
+    check(r#"{"a": 1, “name”"#, (Some(r#"{"a": 1}"#), &[TruncatedTail]));
+    check(r#"{"a": 1, name"#, (Some(r#"{"a": 1}"#), &[TruncatedTail]));
+    check(r#"{"a": 1 "name""#, (Some(r#"{"a": 1}"#), &[TruncatedTail]));
+    check(r#"[{"a": 1, "name""#, (Some(r#"[{"a": 1}]"#), &[TruncatedTail]));
+    check(r#"{"a": {"b": 1, "c""#, (Some(r#"{"a": {"b": 1}}"#), &[TruncatedTail]));
+    check(r#"{"name""#, (Some("{}"), &[TruncatedTail]));
+    // with its colon, the key stays, as `null`
+    check(r#"{"a": "#, (Some(r#"{"a": null}"#), &[TruncatedTail, MissingValue]));
+    check(r#"{"a": 1, "name" :"#, (Some(r#"{"a": 1, "name": null}"#), &[TruncatedTail, MissingValue]));
     check(r#"{"done": fals"#, (Some(r#"{"done": false}"#), &[TruncatedTail]));
     check(r#"["x\u26"#, (Some(r#"["x"]"#), &[TruncatedTail]));
     check(r#"["a", ""#, (Some(r#"["a"]"#), &[TruncatedTail]));
+}
+
+#[test]
+fn brackets_in_a_string_cut_off_are_text() {
+    // the text ends inside a string: the brackets it holds are its text, not structure
+    check(r#"{"a": "x [1, 2] {y"#, (Some(r#"{"a": "x [1, 2] {y"}"#), &[TruncatedTail]));
+    check(r#"["x [1", "y {"#, (Some(r#"["x [1", "y {"]"#), &[TruncatedTail]));
+    check(r#"{"a": "x", "b": "[1, {2}]"#, (Some(r#"{"a": "x", "b": "[1, {2}]"}"#), &[TruncatedTail]));
+    check(r#"{"a": "see [the list]"#, (Some(r#"{"a": "see [the list]"}"#), &[TruncatedTail]));
+    check(r#"{"a": "x [1,"#, (Some(r#"{"a": "x [1,"}"#), &[TruncatedTail]));
+    check(r#"{"a": {"b": "c [d"#, (Some(r#"{"a": {"b": "c [d"}}"#), &[TruncatedTail]));
+    check(r#"{"list": ["x [1, 2] {y"#, (Some(r#"{"list": ["x [1, 2] {y"]}"#), &[TruncatedTail]));
+    // a closer the string did not open is where its end quote was lost, and the string's own
+    // brackets before it stay text
+    check(r#"["hello]"#, (Some(r#"["hello"]"#), &[MissingQuote]));
+    check(r#"["a [1, 2] b]"#, (Some(r#"["a [1, 2] b"]"#), &[MissingQuote]));
+    check(r#"["x {y} z]"#, (Some(r#"["x {y} z"]"#), &[MissingQuote]));
+    check(r#"{"a": "hello}"#, (Some(r#"{"a": "hello"}"#), &[MissingQuote]));
+    check(r#"{"a": "see [the list],"#, (Some(r#"{"a": "see [the list]"}"#), &[MissingQuote, TruncatedTail]));
 }
 
 #[test]
