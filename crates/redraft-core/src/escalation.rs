@@ -198,7 +198,8 @@ fn diagnose(history: &[AttemptRecord], recurring: &[RecurringIssue], facts: RunF
         );
     }
     if let Some(cut) = history.iter().find(|a| {
-        a.finish_reason == Some(FinishReason::Length) || a.repairs.contains(&crate::extract::Repair::TruncatedTail.into())
+        a.finish_reason == Some(FinishReason::Length)
+            || a.repairs.contains(&crate::extract::Repair::TruncatedTail.into())
     }) {
         let limit = facts.max_tokens.map(|m| format!(" (max_tokens = {m})")).unwrap_or_default();
         return (

@@ -171,7 +171,7 @@ fn attempt(iteration: u32, score: f64, artifact: Option<Value>) -> AttemptRecord
         status,
         raw: format!("attempt {iteration}: ```json\n{}\n```", artifact.clone().unwrap_or(Value::Null)),
         extraction: artifact.as_ref().map(|_| Route::Fenced),
-        repairs: if iteration == 2 { vec![Repair::TrailingComma] } else { Vec::new() },
+        repairs: if iteration == 2 { vec![Repair::TrailingComma.into()] } else { Vec::new() },
         artifact,
         score: Score::new(score).unwrap(),
         issues,

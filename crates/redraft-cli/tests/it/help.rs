@@ -46,6 +46,15 @@ async fn run_help_lists_every_flag() {
           --no-format-check             Do not check JSON Schema `format`s (`date`, `email`, `uri`, …):
                                         they become annotations. By default, `check_formats` from the
                                         config (they are checked)
+          --constrained                 Constrained decoding: also send the schema as `response_format`
+                                        to an OpenAI-compatible server (OpenAI, vLLM, llama-server), so
+                                        the shape comes from the decoder; every check still runs. A
+                                        server that refuses it is asked again without it. By default,
+                                        `constrained` from the config (off)
+          --strict                      Check answers exactly as extracted: no schema-aligned coercion
+                                        (by default `"€77.08"` where the schema asks for a number is
+                                        checked as 77.08, and the change is recorded among the attempt's
+                                        repairs). By default, `coerce` from the config (on)
           --max-iterations <N>          Attempts at most. By default, 3 [alias: --max-iter]
           --threshold <X>               Score at or above which an answer passes, in [0, 1]. By default,
                                         1.0 (0.9 with a scoring evaluator)

@@ -430,7 +430,8 @@ async fn answers_are_coerced_toward_the_schema_unless_strict() {
     let result: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(statuses(&result), ["rejected", "accepted"]);
     assert!(result["history"][0].get("repairs").is_none(), "{}", result["history"][0]);
-    let paths: Vec<&str> = result["history"][0]["issues"].as_array().unwrap().iter().map(|i| i["path"].as_str().unwrap()).collect();
+    let paths: Vec<&str> =
+        result["history"][0]["issues"].as_array().unwrap().iter().map(|i| i["path"].as_str().unwrap()).collect();
     assert_eq!(paths.len(), 4, "{paths:?}");
     assert_eq!(s.requests().await, 3);
 }
