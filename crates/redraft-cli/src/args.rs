@@ -186,6 +186,12 @@ pub struct RunArgs {
     #[arg(long, value_enum, value_name = "STYLE")]
     pub prompt_style: Option<PromptStyleArg>,
 
+    /// How the model is asked again after a rejection: `conversation` (its answer stays in the
+    /// chat and the feedback follows) or `fresh` (one prompt rebuilt with the earlier attempts
+    /// and their issues). By default, `strategy` from the config (conversation).
+    #[arg(long, value_enum, value_name = "STRATEGY")]
+    pub strategy: Option<StrategyArg>,
+
     #[command(flatten)]
     pub formats: FormatArgs,
 
@@ -340,6 +346,12 @@ pub enum Progress {
     Auto,
     Always,
     Never,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StrategyArg {
+    Conversation,
+    Fresh,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redraft_core::decide::DecideSettings;
 use redraft_core::duration::serde_human;
-use redraft_core::{Ceilings, ChatProvider, Policy, Price, PromptStyle};
+use redraft_core::{Ceilings, ChatProvider, Policy, Price, PromptStyle, Strategy};
 use redraft_eval::Formats;
 use redraft_providers::{
     AgentCommand, AnthropicConfig, AnthropicProvider, CommandProvider, MockProvider, OllamaConfig, OllamaProvider,
@@ -45,6 +45,10 @@ pub struct Config {
     pub policy: Policy,
     /// How the expected shape is shown: `schema`, `example` or `both`. By default, `both`.
     pub prompt_style: PromptStyle,
+    /// How a model is asked again: `conversation` (its answer stays in the chat and the
+    /// feedback follows) or `fresh` (one prompt, rebuilt with the earlier attempts and their
+    /// issues). Agent commands are always given a fresh prompt. By default, `conversation`.
+    pub strategy: Strategy,
     /// Longest echo of a previous submission (in feedback, and as the previous answer kept in a
     /// conversation), and the most issue text one attempt's feedback carries. By default, 4000.
     pub feedback_max_chars: usize,
@@ -209,6 +213,7 @@ impl Default for Config {
             database_url: None,
             policy: Policy::default(),
             prompt_style: PromptStyle::Both,
+            strategy: Strategy::Conversation,
             feedback_max_chars: 4000,
             check_formats: true,
             constrained: false,
@@ -240,6 +245,7 @@ const ENV_KEYS: &[(&str, &[&str])] = &[
     ("kinds_dir", &["kinds_dir"]),
     ("database_url", &["database_url"]),
     ("prompt_style", &["prompt_style"]),
+    ("strategy", &["strategy"]),
     ("feedback_max_chars", &["feedback_max_chars"]),
     ("check_formats", &["check_formats"]),
     ("constrained", &["constrained"]),

@@ -102,6 +102,11 @@ pub struct RunSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<String>")]
     pub prompt_style: Option<PromptStyle>,
+    /// How a model is asked again: `conversation` or `fresh`. By default, the config's
+    /// `strategy` (`conversation`); agent commands always get a fresh prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub strategy: Option<Strategy>,
     /// The artifact file's extension for `exec:` evaluators.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifact_ext: Option<String>,
@@ -262,7 +267,7 @@ impl RunSpec {
             .model(&model)
             .policy(policy.clone())
             .ceilings(setup.ceilings.clone())
-            .strategy(if is_command { Strategy::Fresh } else { Strategy::Conversation })
+            .strategy(if is_command { Strategy::Fresh } else { self.strategy.unwrap_or(config.strategy) })
             .mode(if self.text { Mode::Text } else { Mode::Structured })
             .prompt_style(self.prompt_style.unwrap_or(config.prompt_style))
             .feedback_max_chars(config.feedback_max_chars)

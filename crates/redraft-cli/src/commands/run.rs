@@ -10,11 +10,11 @@ use redraft::eval::kind::Kinds;
 use redraft::queue::Worker;
 use redraft::recorder::{self, Start};
 use redraft::spec::Directives;
-use redraft::{PromptStyle, RunSpec, SpecSetup};
+use redraft::{PromptStyle, RunSpec, SpecSetup, Strategy};
 use serde_json::Value;
 
 use super::Outcome;
-use crate::args::{PolicyArgs, Progress, PromptStyleArg, RunArgs};
+use crate::args::{PolicyArgs, Progress, PromptStyleArg, RunArgs, StrategyArg};
 use crate::input;
 use crate::output::{ProgressLines, report};
 
@@ -70,6 +70,10 @@ fn spec_from_args(args: &RunArgs) -> Result<RunSpec> {
             PromptStyleArg::Schema => PromptStyle::Schema,
             PromptStyleArg::Example => PromptStyle::Example,
             PromptStyleArg::Both => PromptStyle::Both,
+        }),
+        strategy: args.strategy.map(|s| match s {
+            StrategyArg::Conversation => Strategy::Conversation,
+            StrategyArg::Fresh => Strategy::Fresh,
         }),
         artifact_ext: args.artifact_ext.clone(),
         check_formats: args.formats.check_formats(),

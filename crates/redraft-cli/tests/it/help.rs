@@ -43,6 +43,11 @@ async fn run_help_lists_every_flag() {
           --text                        Evaluate the raw text instead of extracting JSON from it
           --prompt-style <STYLE>        How the expected shape is shown to the model. By default, both
                                         [possible values: schema, example, both]
+          --strategy <STRATEGY>         How the model is asked again after a rejection: `conversation`
+                                        (its answer stays in the chat and the feedback follows) or
+                                        `fresh` (one prompt rebuilt with the earlier attempts and their
+                                        issues). By default, `strategy` from the config (conversation)
+                                        [possible values: conversation, fresh]
           --no-format-check             Do not check JSON Schema `format`s (`date`, `email`, `uri`, …):
                                         they become annotations. By default, `check_formats` from the
                                         config (they are checked)

@@ -435,3 +435,34 @@ async fn answers_are_coerced_toward_the_schema_unless_strict() {
     assert_eq!(paths.len(), 4, "{paths:?}");
     assert_eq!(s.requests().await, 3);
 }
+
+/// `--strategy fresh` asks a model again with one prompt that carries the earlier attempts and
+/// their issues, instead of continuing the conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strategy_fresh_asks_again_with_one_prompt_carrying_the_prior_attempts() {
+    let s = setup(vec![reply(r#"{"city": "Toledo", "state": "Ohio"}"#), reply(r#"{"city": "Toledo", "state": "OH"}"#)])
+        .await;
+    let out = output(s.cmd(&["--strategy", "fresh", "--json"])).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let bodies = s.server.bodies().await;
+    let messages = bodies[1]["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    let prompt = messages[0]["content"].as_str().unwrap();
+    assert!(prompt.contains("Prior attempts:\n\nAttempt 1 was rejected:"), "{prompt}");
+    assert!(prompt.contains("\"state\": \"Ohio\"") && prompt.contains("/state"), "{prompt}");
+    assert!(prompt.contains("This is attempt 2 of"), "{prompt}");
+
+    // The default continues the conversation: the answer, then the feedback.
+    let s = setup(vec![reply(r#"{"city": "Toledo", "state": "Ohio"}"#), reply(r#"{"city": "Toledo", "state": "OH"}"#)])
+        .await;
+    let out = output(s.cmd(&["--json"])).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let roles: Vec<String> = s.server.bodies().await[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(roles.last().map(String::as_str), Some("user"));
+    assert!(roles.contains(&"assistant".to_owned()), "{roles:?}");
+}
