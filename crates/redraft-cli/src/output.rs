@@ -78,6 +78,9 @@ pub fn escalation_text(r: &RunResult) -> String {
             for (n, issue) in r.validation.issues.iter().enumerate() {
                 let place = if issue.path.is_empty() { "(root)" } else { issue.path.as_str() };
                 let _ = writeln!(out, "  {}. {place}: {} [{}]", n + 1, issue.message, issue.code);
+                if let Some(hint) = issue.hint_text() {
+                    let _ = writeln!(out, "     hint: {hint}");
+                }
             }
         }
     }

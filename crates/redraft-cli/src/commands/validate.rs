@@ -51,6 +51,9 @@ pub fn run(args: ValidateArgs, config_path: Option<&Path>) -> Result<Outcome> {
         for (n, issue) in issues.iter().enumerate() {
             let place = if issue.path.is_empty() { "(root)" } else { issue.path.as_str() };
             writeln!(stdout, "{}. {place}: {} [{}]", n + 1, issue.message, issue.code)?;
+            if let Some(hint) = issue.hint_text() {
+                writeln!(stdout, "   hint: {hint}")?;
+            }
         }
     }
     stdout.flush()?;

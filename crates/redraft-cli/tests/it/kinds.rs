@@ -79,6 +79,12 @@ async fn validate_checks_a_document_against_a_kind_with_its_context() {
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(out.stdout.contains("worker 'W-99' is not in the roster"), "{}", out.stdout);
     assert!(out.stdout.contains("role 'Electrician' doesn't match contract role 'Welder'"), "{}", out.stdout);
+    // What would satisfy the rule, from the roster the writer may not have seen.
+    assert!(
+        out.stdout.contains("\n   hint: workers in Toledo, OH with role Welder: W-2 Ben Carter, W-3 Carla Diaz\n"),
+        "{}",
+        out.stdout
+    );
     let out = run(r#"{"contract_id": "C-7", "fills": [{"worker_id": "W-2"}, {"worker_id": "W-3"}]}"#).await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }
@@ -156,4 +162,36 @@ async fn llm_checks_a_kind_with_a_judge_after_its_rules() {
     let result: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(result["history"][0]["score"], 0.95, "the judge's score is the run's (the rules passed)");
     assert_eq!(result["history"][0]["status"], "accepted", "0.95 passes the 0.9 default of a scoring evaluator");
+}
+
+/// The person kind of the local demo checks what a schema cannot: every value is written in the
+/// sentence it was extracted from, and a wrong occupation is told which one the text names.
+#[tokio::test]
+async fn the_person_kind_checks_each_value_against_the_sentence() {
+    let dir = repo();
+    let run = |doc: &str| {
+        let mut c = redraft(&dir);
+        c.args([
+            "validate",
+            "--kinds",
+            "examples/person/kinds",
+            "--kind",
+            "person",
+            "--context",
+            r#"{"text": "Carlos Mendez, a 41-year-old electrician, lives in Monterrey."}"#,
+        ])
+        .write_stdin(doc.to_owned());
+        output(c)
+    };
+    let out = run(r#"{"name": "Carlos Mendez", "age": 44, "city": "Mexico", "occupation": "nurse"}"#).await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        "1. /age: the age 44 is not written in the text [rule:age_in_text]\n\
+         2. /city: the city 'Mexico' is not written in the text [rule:city_in_text]\n\
+         3. /occupation: the text does not say the person is a nurse [rule:occupation_in_text]\n   \
+         hint: the text names: electrician\n"
+    );
+    let out = run(r#"{"name": "Carlos Mendez", "age": 41, "city": "Monterrey", "occupation": "electrician"}"#).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }
