@@ -165,11 +165,19 @@ fn diagnose(history: &[AttemptRecord], recurring: &[RecurringIssue], facts: RunF
                 r.code,
                 r.count
             )),
-            format!(
-                "The model was shown the reference data{from} and still failed {}: {}. Is the right entry in the table (add or correct it there), or should the requirement change?",
-                place(&r.path),
-                issue.message
-            ),
+            if tables.is_empty() {
+                format!(
+                    "The model was told what would satisfy {} and still failed it: {}. Should the requirement change, or does the task need to say more?",
+                    place(&r.path),
+                    issue.message
+                )
+            } else {
+                format!(
+                    "The model was shown the reference data{from} and still failed {}: {}. Is the right entry in the table (add or correct it there), or should the requirement change?",
+                    place(&r.path),
+                    issue.message
+                )
+            },
         );
     }
     let top = recurring.first();

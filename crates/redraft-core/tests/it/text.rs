@@ -345,6 +345,32 @@ fn escalation_names_the_table_a_hint_came_from_when_the_rule_keeps_failing() {
     );
 }
 
+#[test]
+fn a_hint_from_no_table_asks_about_the_requirement_not_a_table() {
+    let hinted = |artifact: &serde_json::Value| {
+        let mut verdict = city_check(artifact);
+        for issue in &mut verdict.issues {
+            *issue = issue.clone().with_hint("the text names: Toledo", vec![]);
+        }
+        verdict
+    };
+    let mut e = Engine::new(plan()).unwrap();
+    answer(&mut e, r#"{"city": "Louisville"}"#, hinted);
+    answer(&mut e, r#"{"city": "Dayton"}"#, hinted);
+    answer(&mut e, r#"{"city": "Akron"}"#, hinted);
+    let esc = finish(e).escalation.unwrap();
+    assert_eq!(
+        esc.pattern.as_deref(),
+        Some(
+            "`/city` (rule:city_matches) kept failing in 3 attempts although the feedback named what would satisfy it: the text names: Toledo"
+        )
+    );
+    assert_eq!(
+        esc.question,
+        "The model was told what would satisfy `/city` and still failed it: city 'Akron' doesn't match contract city 'Toledo'. Should the requirement change, or does the task need to say more?"
+    );
+}
+
 fn person_plan() -> redraft_core::Plan {
     let mut p = plan();
     p.task = redraft_core::Task::new("Extract the person: Yuki Tanaka, 27, works as a nurse in Osaka.");
