@@ -482,12 +482,15 @@ def main():
             for a in r["attempts"]:
                 a["raw"] = a["raw"][:3000]
         out["systems"][name] = {"runs": runs}
+        # Kept as each system ends: a long run is not lost to a failure after it.
+        (RESULTS / f"{OUT}.json").write_text(json.dumps(out, indent=1, ensure_ascii=False))
     for name, v in out["systems"].items():
         v["summary"] = summarize(name, tasks, v["runs"])
     names = [k for k in ORDER if k in out["systems"]] + [k for k in out["systems"] if k not in ORDER]
     out["systems"] = {k: out["systems"][k] for k in names}
     what = {"deepjsoneval": f"DeepJSONEval (English, the {len(tasks)} shortest tasks)",
             "people": f"{len(tasks)} flat person extractions (bench/tasks/people.jsonl)",
+            "flat": f"{len(tasks)} flat extractions (bench/tasks/people.jsonl and orders.jsonl)",
             "staffing": f"the {len(tasks)} staffing contracts (examples/staffing; valid = the fill rules pass)"}[TASK_SET]
     md = [f"Convergence on {what}, {MODEL}, temperature 0, max_tokens {MAX_TOKENS}", "",
           table(HEADER, [row(v["summary"]) for v in out["systems"].values()])]
