@@ -19,7 +19,8 @@ use crate::policy::{Ceilings, HaltReason, PlanError, Policy};
 use crate::price::{CostEstimate, OutputBasis, Price, estimate_tokens};
 use crate::prompt::{
     Feedback, FirstPrompt, FreshPrompt, PriorAttempt, PromptStyle, Prompts, Strategy, Templates, bare_skeleton,
-    fill_known, placeholder_paths, pretty, prose_pairs, skeleton_text, skeleton_value_text, truncate_chars,
+    fill_known, placeholder_paths, pretty, prose_pairs, render_context, skeleton_text, skeleton_value_text,
+    truncate_chars,
 };
 use crate::record::{
     AttemptRecord, AttemptStatus, Metrics, RecordedRepair, RunErrorReport, RunResult, RunStatus, Validation,
@@ -337,6 +338,7 @@ impl Engine {
         let first_prompt = prompts.first(&FirstPrompt {
             prompt: &plan.task.prompt,
             context: plan.task.context.as_ref().filter(|c| !c.is_null()).map(pretty),
+            context_text: plan.task.context.as_ref().filter(|c| !c.is_null()).map(render_context),
             structured,
             schema: first_schema,
             example,

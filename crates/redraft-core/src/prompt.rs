@@ -52,9 +52,7 @@ pub const FIRST_TEMPLATE: &str = r#"{{ prompt }}
 {% if context %}
 
 Context:
-```json
-{{ context }}
-```
+{{ context_text }}
 {% endif %}
 {% if structured %}
 {% if schema %}
@@ -244,6 +242,8 @@ pub struct FirstPrompt<'a> {
     pub prompt: &'a str,
     /// Pretty JSON of the context, when given.
     pub context: Option<String>,
+    /// The context as the built-in template shows it ([`render_context`]).
+    pub context_text: Option<String>,
     pub structured: bool,
     pub schema: Option<String>,
     pub example: Option<String>,
@@ -330,6 +330,42 @@ impl Prompts {
     /// The fresh-strategy prompt.
     pub fn fresh(&self, ctx: &FreshPrompt<'_>) -> Result<String, PlanError> {
         self.render("fresh", ctx)
+    }
+}
+
+/// The context as the first prompt shows it. An object of plain values (text, numbers,
+/// booleans) is written as `name: value` lines — a small model shown a JSON object tends to
+/// give that object back as its answer; a value of several lines is indented under its name.
+/// Any other context (nested objects or arrays, a list, a number) is pretty JSON in a fence;
+/// a context that is one string is shown as it is.
+pub fn render_context(context: &Value) -> String {
+    let fenced = || format!("```json\n{}\n```", serde_json::to_string_pretty(context).unwrap_or_default());
+    match context {
+        Value::String(text) => text.clone(),
+        Value::Object(map) if !map.is_empty() && map.values().all(|v| !v.is_object() && !v.is_array()) => {
+            let mut out = String::new();
+            for (name, value) in map {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                let text = match value {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                if text.contains('\n') {
+                    out.push_str(name);
+                    out.push(':');
+                    for line in text.lines() {
+                        out.push_str("\n  ");
+                        out.push_str(line);
+                    }
+                } else {
+                    out.push_str(&format!("{name}: {text}"));
+                }
+            }
+            out
+        }
+        _ => fenced(),
     }
 }
 
@@ -655,6 +691,28 @@ mod tests {
         assert_eq!(placeholders, vec!["<string>", "<integer>", "<number>", "<boolean>"]);
         // The skeleton as a value (the MCP `example` tool) stays valid JSON of the schema's types.
         assert_eq!(skeleton(&schema)["age"], json!(0));
+    }
+
+    #[test]
+    fn a_context_of_plain_values_is_shown_as_lines_and_anything_else_as_json() {
+        // Plain values: one line each, a value of several lines indented under its name.
+        let flat = json!({"city": "Dayton", "target_count": 2, "urgent": true, "note": "first line\nsecond line"});
+        assert_eq!(
+            render_context(&flat),
+            "city: Dayton\ntarget_count: 2\nurgent: true\nnote:\n  first line\n  second line"
+        );
+        // Nothing nested is flattened: an object holding a list is JSON, fenced.
+        let nested = json!({"order": {"id": 1}, "tags": ["a"]});
+        let shown = render_context(&nested);
+        assert!(shown.starts_with("```json\n{"), "{shown}");
+        assert_eq!(
+            serde_json::from_str::<Value>(shown.trim_start_matches("```json\n").trim_end_matches("\n```")).ok(),
+            Some(nested)
+        );
+        assert!(render_context(&json!([1, 2])).starts_with("```json"));
+        assert!(render_context(&json!({})).starts_with("```json"));
+        // A context that is one text is the text.
+        assert_eq!(render_context(&json!("Ana, 34, Lisbon")), "Ana, 34, Lisbon");
     }
 
     #[test]

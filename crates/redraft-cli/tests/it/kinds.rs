@@ -50,7 +50,7 @@ async fn a_fill_naming_a_louisville_worker_is_fed_back_and_the_loop_converges() 
     let bodies = model.bodies().await;
     let first_prompt = last_user_message(&bodies[0]);
     assert!(first_prompt.contains("\"worker_id\""), "{first_prompt}");
-    assert!(first_prompt.contains("\"city\": \"Toledo\""), "{first_prompt}");
+    assert!(first_prompt.contains("\ncity: Toledo\n"), "{first_prompt}");
     let feedback = last_user_message(&bodies[1]);
     assert!(
         feedback.contains("city 'Louisville' doesn't match contract city 'Toledo' [rule:city_matches]"),

@@ -14,12 +14,8 @@ fn first_prompt_shows_context_schema_and_example() {
     Name the city of the contract as {"city": …}.
 
     Context:
-    ```json
-    {
-      "contract": "C-7",
-      "city": "Toledo"
-    }
-    ```
+    contract: C-7
+    city: Toledo
 
     Answer with JSON that matches this JSON Schema:
     ```json
