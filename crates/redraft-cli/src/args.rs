@@ -198,9 +198,13 @@ pub struct RunArgs {
     /// Constrained decoding: also send the schema as `response_format` to an OpenAI-compatible
     /// server (OpenAI, vLLM, llama-server), so the shape comes from the decoder; every check
     /// still runs. A server that refuses it is asked again without it. By default,
-    /// `constrained` from the config (off).
-    #[arg(long)]
+    /// `constrained` from the config (on).
+    #[arg(long, overrides_with = "no_constrained")]
     pub constrained: bool,
+
+    /// Do not send the schema as `response_format`: the model is only prompted for the shape.
+    #[arg(long)]
+    pub no_constrained: bool,
 
     /// Check answers exactly as extracted: no schema-aligned coercion (by default `"€77.08"`
     /// where the schema asks for a number is checked as 77.08, and the change is recorded

@@ -20,7 +20,12 @@ use crate::output::{ProgressLines, report};
 
 pub async fn run(args: RunArgs, config_path: Option<&std::path::Path>) -> Result<Outcome> {
     let mut config = Config::load(config_path)?;
-    config.constrained |= args.constrained;
+    if args.constrained {
+        config.constrained = true;
+    }
+    if args.no_constrained {
+        config.constrained = false;
+    }
     let spec = spec_from_args(&args)?;
     let cwd = std::env::current_dir().map_err(|e| anyhow!("cannot read the current directory: {e}"))?;
     let mut setup = SpecSetup::local(&config, cwd);

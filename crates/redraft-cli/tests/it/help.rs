@@ -55,7 +55,9 @@ async fn run_help_lists_every_flag() {
                                         to an OpenAI-compatible server (OpenAI, vLLM, llama-server), so
                                         the shape comes from the decoder; every check still runs. A
                                         server that refuses it is asked again without it. By default,
-                                        `constrained` from the config (off)
+                                        `constrained` from the config (on)
+          --no-constrained              Do not send the schema as `response_format`: the model is only
+                                        prompted for the shape
           --strict                      Check answers exactly as extracted: no schema-aligned coercion
                                         (by default `"€77.08"` where the schema asks for a number is
                                         checked as 77.08, and the change is recorded among the attempt's

@@ -361,13 +361,14 @@ async fn no_format_check_lets_a_badly_formatted_answer_pass_and_is_kept_for_resu
     assert_eq!(run.spec["check_formats"], false, "{}", run.spec);
 }
 
-/// `--constrained` sends the schema as `response_format` with every attempt, and every check
-/// still runs: a decoder-shaped answer that breaks the schema's enum is still rejected.
+/// By default the schema goes as `response_format` with every attempt (constrained decoding),
+/// and every check still runs: a decoder-shaped answer that breaks the schema's enum is still
+/// rejected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn constrained_sends_the_schema_as_response_format_and_still_checks() {
     let s = setup(vec![reply(r#"{"city": "Toledo", "state": "Ohio"}"#), reply(r#"{"city": "Toledo", "state": "OH"}"#)])
         .await;
-    let out = output(s.cmd(&["--constrained", "--json"])).await;
+    let out = output(s.cmd(&["--json"])).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let result: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(statuses(&result), ["rejected", "accepted"]);
@@ -378,11 +379,22 @@ async fn constrained_sends_the_schema_as_response_format_and_still_checks() {
         assert_eq!(body["response_format"]["json_schema"]["schema"]["required"], json!(["city", "state"]), "{body}");
     }
 
-    // Without the flag (and without the config key) nothing is sent as `response_format`.
+    // `--no-constrained`, or `constrained = false` in the config, only prompts for the shape;
+    // `--constrained` on the command line wins over the config.
     let s = setup(vec![reply(r#"{"city": "Toledo", "state": "OH"}"#)]).await;
-    let out = output(s.cmd(&[])).await;
+    let out = output(s.cmd(&["--no-constrained"])).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(s.server.bodies().await[0].get("response_format").is_none());
+    let s =
+        setup(vec![reply(r#"{"city": "Toledo", "state": "OH"}"#), reply(r#"{"city": "Toledo", "state": "OH"}"#)]).await;
+    write(s.dir.path(), "redraft.toml", "constrained = false\n");
+    let out = output(s.cmd(&[])).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = output(s.cmd(&["--constrained"])).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let bodies = s.server.bodies().await;
+    assert!(bodies[0].get("response_format").is_none(), "{}", bodies[0]);
+    assert_eq!(bodies[1]["response_format"]["type"], "json_schema", "{}", bodies[1]);
 }
 
 /// By default a value the schema plainly meant is coerced before it is checked, and each change

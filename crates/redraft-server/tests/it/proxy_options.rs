@@ -146,7 +146,7 @@ async fn per_request_options_are_checked_and_kept_within_the_servers_limits() {
 #[tokio::test]
 async fn with_native_response_format_the_backend_gets_the_schema_and_redraft_still_checks() {
     let h = harness_with(vec![reply(r#"{"town": "Toledo"}"#), reply(r#"{"city": "Toledo"}"#)], vec![], |c| {
-        c.providers.get_mut("fake").unwrap().native_response_format = true;
+        c.providers.get_mut("fake").unwrap().native_response_format = Some(true);
     })
     .await;
     let a = h.call("POST", "/v1/chat/completions", Some(checked(json!({})))).await;
