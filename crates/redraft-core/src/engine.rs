@@ -335,10 +335,11 @@ impl Engine {
         // back instead of filling it) never gets it in the feedback either.
         let example_again = example.clone().filter(|_| first_schema.is_none() || !plan.prompt_seen);
         let schema_again = first_schema.clone().filter(|_| !plan.prompt_seen);
+        let context = plan.task.context.as_ref().filter(|c| !c.is_null());
         let first_prompt = prompts.first(&FirstPrompt {
             prompt: &plan.task.prompt,
-            context: plan.task.context.as_ref().filter(|c| !c.is_null()).map(pretty),
-            context_text: plan.task.context.as_ref().filter(|c| !c.is_null()).map(render_context),
+            context: context.map(pretty),
+            context_text: context.map(render_context),
             structured,
             schema: first_schema,
             example,
