@@ -26,9 +26,9 @@ pub enum RunEvent {
     },
     AttemptFinished {
         run_id: String,
-        attempt: Box<AttemptRecord>,
+        attempt: Arc<AttemptRecord>,
     },
-    RunFinished(Box<RunResult>),
+    RunFinished(Arc<RunResult>),
     /// The run could not start or resume (the event stream ends with it).
     Error {
         run_id: String,
@@ -51,8 +51,8 @@ impl RunEvent {
     pub fn data(&self) -> Value {
         match self {
             RunEvent::AttemptStarted { run_id, iteration } => json!({"run_id": run_id, "iteration": iteration}),
-            RunEvent::AttemptFinished { run_id, attempt } => json!({"run_id": run_id, "attempt": attempt}),
-            RunEvent::RunFinished(result) => serde_json::to_value(result).unwrap_or(Value::Null),
+            RunEvent::AttemptFinished { run_id, attempt } => json!({"run_id": run_id, "attempt": &**attempt}),
+            RunEvent::RunFinished(result) => serde_json::to_value(&**result).unwrap_or(Value::Null),
             RunEvent::Error { run_id, message } => json!({"run_id": run_id, "message": message}),
         }
     }
@@ -83,7 +83,7 @@ pub fn replay(run_id: &str, attempts: &[AttemptRecord]) -> Vec<RunEvent> {
         .flat_map(|a| {
             [
                 RunEvent::AttemptStarted { run_id: run_id.to_owned(), iteration: a.iteration },
-                RunEvent::AttemptFinished { run_id: run_id.to_owned(), attempt: Box::new(a.clone()) },
+                RunEvent::AttemptFinished { run_id: run_id.to_owned(), attempt: Arc::new(a.clone()) },
             ]
         })
         .collect()
@@ -92,9 +92,14 @@ pub fn replay(run_id: &str, attempts: &[AttemptRecord]) -> Vec<RunEvent> {
 #[derive(Debug)]
 struct Log {
     events: Vec<RunEvent>,
-    tx: broadcast::Sender<RunEvent>,
+    /// Made by the first subscriber: most runs have none, and a channel holds room for
+    /// [`LAG`] events from the start.
+    tx: Option<broadcast::Sender<RunEvent>>,
     finished: bool,
 }
+
+/// How many events a subscriber may fall behind before it misses some.
+const LAG: usize = 256;
 
 /// A run in flight in this process.
 #[derive(Debug)]
@@ -115,11 +120,10 @@ pub struct Subscription {
 
 impl LiveRun {
     pub fn new(run_id: String) -> Arc<Self> {
-        let (tx, _) = broadcast::channel(256);
         Arc::new(Self {
             run_id,
             cancel: CancellationToken::new(),
-            log: Mutex::new(Log { events: Vec::new(), tx, finished: false }),
+            log: Mutex::new(Log { events: Vec::new(), tx: None, finished: false }),
         })
     }
 
@@ -134,15 +138,30 @@ impl LiveRun {
             return;
         }
         log.finished = event.is_last();
-        // No receiver is not an error: nobody is watching.
-        let _ = log.tx.send(event.clone());
+        if let Some(tx) = log.tx.as_ref().filter(|tx| tx.receiver_count() > 0) {
+            // A receiver dropped meanwhile is not an error: nobody is watching any more.
+            let _ = tx.send(event.clone());
+        }
         log.events.push(event);
+    }
+
+    /// Whether the run's last event was pushed.
+    pub fn is_finished(&self) -> bool {
+        self.lock().finished
     }
 
     /// The events so far and every later one.
     pub fn subscribe(&self) -> Subscription {
-        let log = self.lock();
-        Subscription { past: log.events.clone(), finished: log.finished, rx: log.tx.subscribe() }
+        let mut log = self.lock();
+        let rx = match &log.tx {
+            Some(tx) => tx.subscribe(),
+            None => {
+                let (tx, rx) = broadcast::channel(LAG);
+                log.tx = Some(tx);
+                rx
+            }
+        };
+        Subscription { past: log.events.clone(), finished: log.finished, rx }
     }
 
     /// The result, once the run finished.
@@ -174,7 +193,7 @@ impl LiveRun {
         let wait = async {
             loop {
                 match rx.recv().await {
-                    Ok(RunEvent::RunFinished(r)) => return Some(*r),
+                    Ok(RunEvent::RunFinished(r)) => return Some((*r).clone()),
                     Ok(RunEvent::Error { .. }) | Err(broadcast::error::RecvError::Closed) => return None,
                     Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
                 }
@@ -195,11 +214,11 @@ impl RunObserver for LiveObserver {
     }
 
     async fn attempt_finished(&self, run_id: &str, attempt: &AttemptRecord) {
-        self.0.push(RunEvent::AttemptFinished { run_id: run_id.to_owned(), attempt: Box::new(attempt.clone()) });
+        self.0.push(RunEvent::AttemptFinished { run_id: run_id.to_owned(), attempt: Arc::new(attempt.clone()) });
     }
 
     async fn run_finished(&self, result: &RunResult) {
-        self.0.push(RunEvent::RunFinished(Box::new(result.clone())));
+        self.0.push(RunEvent::RunFinished(Arc::new(result.clone())));
     }
 }
 
@@ -246,7 +265,7 @@ pub fn stored_stream(store: Arc<dyn Store>, stored: StoredRun, poll: Duration) -
                     let sent = s.attempts.len().max(sent);
                     let finished = match s.result.filter(|_| s.state.is_finished()) {
                         Some(result) => {
-                            events.push(RunEvent::RunFinished(Box::new(result)));
+                            events.push(RunEvent::RunFinished(Arc::new(result)));
                             true
                         }
                         None => false,

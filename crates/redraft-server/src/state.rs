@@ -61,7 +61,8 @@ impl RunHooks for ServerHooks {
         let Some(live) = redraft::queue::remove_run(&mut self.live_map(), run_id) else { return };
         match outcome {
             // Already told by the runner, unless the stored run had finished before.
-            Ok(result) => live.push(RunEvent::RunFinished(Box::new(result.clone()))),
+            Ok(result) if !live.is_finished() => live.push(RunEvent::RunFinished(Arc::new(result.clone()))),
+            Ok(_) => {}
             Err(e) => {
                 tracing::error!(%run_id, "the run could not go on: {e}");
                 live.push(RunEvent::Error { run_id: run_id.to_owned(), message: e.to_string() });

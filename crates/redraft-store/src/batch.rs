@@ -155,12 +155,18 @@ const SAVE_ATTEMPT: &str = "INSERT INTO attempts (run_id, iteration, status, sco
          status = excluded.status, score = excluded.score, has_artifact = excluded.has_artifact,
          record = excluded.record, recorded_at = excluded.recorded_at";
 
-/// Writing a result's history keeps the time each attempt was first recorded.
+/// Writing a result's history keeps the time each attempt was first recorded, and leaves an
+/// attempt stored as it is alone (the usual case: each was saved as it happened), so its row
+/// is not written twice.
 const KEEP_ATTEMPT: &str = "INSERT INTO attempts (run_id, iteration, status, score, has_artifact, record, recorded_at)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
      ON CONFLICT (run_id, iteration) DO UPDATE SET
          status = excluded.status, score = excluded.score, has_artifact = excluded.has_artifact,
-         record = excluded.record";
+         record = excluded.record
+     WHERE attempts.record IS NOT excluded.record
+         OR attempts.status IS NOT excluded.status
+         OR attempts.score IS NOT excluded.score
+         OR attempts.has_artifact IS NOT excluded.has_artifact";
 
 impl<'c> Prepared<'c> {
     fn new(db: &'c Connection) -> Result<Self, StoreError> {

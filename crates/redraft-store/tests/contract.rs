@@ -309,12 +309,13 @@ async fn lifecycle_is_written_as_it_happens(store: Arc<dyn Store>) {
 }
 
 /// A failed run: state `failed`, escalation and error kept; the result's history is what is
-/// stored, even attempts that were never saved one by one, and only those.
+/// stored, even attempts that were never saved one by one or saved otherwise, and only those.
 async fn failed_run_keeps_its_whole_history(store: Arc<dyn Store>) {
     store.insert_run(&held("run-f", &json!({"prompt": "p"}))).await.unwrap();
     let history = vec![attempt(1, 0.2, Some(json!([1, 2]))), attempt(2, 0.3, Some(json!([1]))), attempt(3, 0.0, None)];
     store.save_attempt("run-f", W, &history[0]).await.unwrap();
-    store.save_attempt("run-f", W, &history[1]).await.unwrap();
+    // Iteration 2 as first saved differs from the result's (the result's is what is kept).
+    store.save_attempt("run-f", W, &attempt(2, 0.1, Some(json!([9])))).await.unwrap();
     // An attempt the run did not end up keeping (interrupted, then the run halted).
     store.save_attempt("run-f", W, &attempt(4, 0.9, Some(json!([])))).await.unwrap();
     // The spec names no model: the summary takes the proposer's from the first attempt.
