@@ -78,7 +78,7 @@ pub enum Command {
 pub enum RunsCommand {
     /// List runs, newest first.
     List {
-        /// Only runs in this state: queued, running, succeeded, failed.
+        /// Only runs in this state: queued, running, succeeded, failed, awaiting_input.
         #[arg(long, value_name = "STATE")]
         status: Option<String>,
         /// At most this many. By default, 20.
@@ -108,6 +108,28 @@ pub enum RunsCommand {
         /// Where kinds live. By default, `kinds_dir` from the config.
         #[arg(long, value_name = "DIR")]
         kinds: Option<PathBuf>,
+    },
+    /// Answer the question of a run awaiting input, and continue it here with the answer.
+    Answer {
+        run_id: String,
+        /// Your answer to the run's question, given to the model as a person's reply.
+        answer: String,
+        /// Attempts the run may make after the answer. By default, as many as it had.
+        #[arg(long, value_name = "N")]
+        max_iterations: Option<u32>,
+        /// Print the whole result as JSON (artifact, history, metrics, escalation).
+        #[arg(long)]
+        json: bool,
+        /// Where kinds live. By default, `kinds_dir` from the config.
+        #[arg(long, value_name = "DIR")]
+        kinds: Option<PathBuf>,
+    },
+    /// End a run awaiting input as failed, keeping its escalation.
+    Abort {
+        run_id: String,
+        /// Print the whole result as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -222,6 +244,13 @@ pub struct RunArgs {
     /// Do not record the run in the store (`.redraft/redraft.db` by default).
     #[arg(long)]
     pub no_store: bool,
+
+    /// When the run would fail (its attempts ran out, stopped improving or repeated), stop it
+    /// awaiting your answer instead, kept in the store: `redraft runs answer ID "text"`
+    /// continues it with the answer, `redraft runs abort ID` ends it. The config's
+    /// `on_escalation = "await"` does too.
+    #[arg(long = "await", conflicts_with = "no_store")]
+    pub await_answer: bool,
 
     /// A progress line per attempt on stderr. By default, only when stderr is a terminal.
     #[arg(long, value_enum, default_value_t = Progress::Auto, value_name = "WHEN")]

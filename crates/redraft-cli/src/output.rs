@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
+use redraft::core::RunStatus;
 use redraft::{AttemptRecord, RunObserver, RunResult};
 use serde_json::Value;
 
@@ -47,7 +48,14 @@ pub fn progress_line(a: &AttemptRecord, max: u32) -> String {
 
 /// The escalation of a failed run, for a person.
 pub fn escalation_text(r: &RunResult) -> String {
-    let mut out = format!("redraft: the run failed (halted because {}) — run {}\n", r.halted_because, r.run_id);
+    let mut out = if r.status == RunStatus::AwaitingInput {
+        format!(
+            "redraft: the run awaits your answer (halted because {}) — run {}\nanswer with: redraft runs answer {} \"…\"   or end it: redraft runs abort {}\n",
+            r.halted_because, r.run_id, r.run_id, r.run_id
+        )
+    } else {
+        format!("redraft: the run failed (halted because {}) — run {}\n", r.halted_because, r.run_id)
+    };
     if let Some(e) = &r.error {
         let _ = writeln!(out, "error: {}", e.message);
     }

@@ -11,11 +11,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::canonical::{artifact_sha256, canonical_json};
-use crate::chat::{ChatRequest, ChatResponse, FinishReason, Message, Parameters, ToolSpec};
+use crate::chat::{ChatRequest, ChatResponse, FinishReason, Message, Parameters, Role, ToolSpec};
 use crate::escalation::{RunFacts, escalate};
 use crate::extract::{self, Coercion, Route};
 use crate::issue::{Issue, Score, Verdict, codes};
-use crate::policy::{Ceilings, HaltReason, PlanError, Policy};
+use crate::policy::{Ceilings, HaltReason, OnEscalation, PlanError, Policy};
 use crate::price::{CostEstimate, OutputBasis, Price, estimate_tokens};
 use crate::prompt::{
     Feedback, FirstPrompt, FreshPrompt, PriorAttempt, PromptStyle, Prompts, Strategy, Templates, bare_skeleton,
@@ -23,7 +23,8 @@ use crate::prompt::{
     truncate_chars,
 };
 use crate::record::{
-    AttemptRecord, AttemptStatus, Metrics, RecordedRepair, RunErrorReport, RunResult, RunStatus, Validation,
+    AttemptRecord, AttemptStatus, Metrics, PersonReply, RecordedRepair, RunErrorReport, RunResult, RunStatus,
+    Validation,
 };
 
 /// What is asked.
@@ -260,6 +261,21 @@ pub struct Engine {
     temperature: Option<f32>,
     /// The estimate of the attempt the budget could not pay for, when it halted the run.
     budget_stop: Option<CostEstimate>,
+    /// Attempts the run may make: `max_iterations`, raised by each person's answer.
+    limit: u32,
+    /// A person's answer the next attempt is the first to receive.
+    reply: Option<PersonReply>,
+}
+
+/// Why a person's answer cannot be given to a run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AnswerError {
+    /// The run has not halted, succeeded, or halted for a reason an answer does not lift.
+    #[error("the run is not waiting for an answer ({0})")]
+    NotAwaiting(String),
+    #[error("an answer must give the run at least one more attempt (`max_iterations` is 0)")]
+    NoAttempts,
 }
 
 impl Engine {
@@ -367,6 +383,7 @@ impl Engine {
         }
         let threshold = plan.policy.threshold(plan.scoring);
         let plan_temperature = plan.temperature;
+        let limit = plan.policy.max_iterations;
         let engine = Self {
             conversation: vec![Message::user(first_prompt.clone())],
             plan,
@@ -387,6 +404,8 @@ impl Engine {
             proposer: 0,
             temperature: plan_temperature,
             budget_stop: None,
+            limit,
+            reply: None,
         };
         // A budget that cannot pay for even the first attempt is a mistake in the request, not
         // a run that ran out: refuse it before anything is sent.
@@ -445,7 +464,7 @@ impl Engine {
             temperature: self.temperature,
             max_tokens: self.plan.max_tokens,
             iteration: self.next_iteration(),
-            max_iterations: self.plan.policy.max_iterations,
+            max_iterations: self.limit,
             tool: self.plan.tool.clone(),
             parameters: self.plan.parameters.clone(),
             schema: self.plan.schema.clone().filter(|_| self.plan.mode == Mode::Structured && self.plan.tool.is_none()),
@@ -459,11 +478,29 @@ impl Engine {
         let ctx = FreshPrompt {
             first: &self.first_prompt,
             attempt: self.next_iteration(),
-            max_attempts: self.plan.policy.max_iterations,
+            max_attempts: self.limit,
             structured: self.plan.mode == Mode::Structured,
             prior: &self.prior,
         };
-        self.prompts.fresh(&ctx).unwrap_or_else(|e| format!("{}\n\n({e})", self.first_prompt))
+        let prompt = self.prompts.fresh(&ctx).unwrap_or_else(|e| format!("{}\n\n({e})", self.first_prompt));
+        match &self.reply {
+            Some(reply) => format!("{prompt}\n\n{}", reply_text(reply)),
+            None => prompt,
+        }
+    }
+
+    /// The last user message of the request being answered (see [`AttemptRecord::prompt`]).
+    fn sent_prompt(&self) -> String {
+        match self.plan.strategy {
+            Strategy::Conversation => self
+                .conversation
+                .iter()
+                .rev()
+                .find(|m| m.role == Role::User)
+                .map(|m| m.content.clone())
+                .unwrap_or_default(),
+            Strategy::Fresh => self.fresh_prompt(),
+        }
     }
 
     fn next_iteration(&self) -> u32 {
@@ -493,7 +530,7 @@ impl Engine {
             return Next::Halt(h);
         }
         let policy = &self.plan.policy;
-        if self.history.len() as u32 >= policy.max_iterations {
+        if self.history.len() as u32 >= self.limit {
             return self.stop(HaltReason::MaxIterations);
         }
         if policy.max_wall_time.is_some_and(|limit| elapsed >= limit) {
@@ -604,8 +641,46 @@ impl Engine {
         };
         record.started_at = outcome.started_at;
         record.finished_at = outcome.finished_at;
+        record.prompt = Some(self.sent_prompt());
+        record.reply = self.reply.take();
         self.push(record);
         self.history.last()
+    }
+
+    /// Go on after a person answered the escalation of a run halted for a reason an answer can
+    /// change ([`HaltReason::awaits_a_person`]): the next attempt gets the feedback on the last
+    /// one and the answer, as a person's reply to the question; the run may make
+    /// `reply.max_iterations` more attempts, and its patience and repeat counts start again.
+    pub fn answer(&mut self, mut reply: PersonReply) -> Result<(), AnswerError> {
+        match self.halt {
+            Some(h) if h.awaits_a_person() => {}
+            Some(h) => return Err(AnswerError::NotAwaiting(format!("it halted because {h}"))),
+            None => return Err(AnswerError::NotAwaiting("it has not halted".into())),
+        }
+        if reply.max_iterations == 0 {
+            return Err(AnswerError::NoAttempts);
+        }
+        reply.after_iteration = self.history.len() as u32;
+        self.halt = None;
+        self.stale = 0;
+        self.seen.clear();
+        self.limit = reply.after_iteration.saturating_add(reply.max_iterations);
+        // The halt kept the last attempt's feedback from being prepared: it goes first.
+        if let Some(last) = self.history.last().cloned() {
+            self.prepare_feedback(&last);
+        }
+        if self.plan.strategy == Strategy::Conversation {
+            let text = reply_text(&reply);
+            match self.conversation.last_mut().filter(|m| m.role == Role::User) {
+                Some(last) => {
+                    last.content.push_str("\n\n");
+                    last.content.push_str(&text);
+                }
+                None => self.conversation.push(Message::user(text)),
+            }
+        }
+        self.reply = Some(reply);
+        Ok(())
     }
 
     fn failed_record(&self, iteration: u32, wall_ms: u64, issue: Issue) -> AttemptRecord {
@@ -631,6 +706,8 @@ impl Engine {
             model: Some(self.plan.proposer(self.proposer).0.to_owned()),
             served_model: None,
             temperature: self.temperature,
+            reply: None,
+            prompt: None,
         }
     }
 
@@ -716,6 +793,8 @@ impl Engine {
             model: Some(model),
             served_model: response.served_model,
             temperature: self.temperature,
+            reply: None,
+            prompt: None,
         }
     }
 
@@ -752,6 +831,8 @@ impl Engine {
             return;
         }
         record.iteration = self.next_iteration();
+        // The answer it received is on the record already.
+        self.reply = None;
         let answered = !(record.status == AttemptStatus::Error && record.raw.is_empty());
         record.repeat_of =
             if answered { self.note_seen(record.artifact.as_ref(), &record.raw, record.iteration) } else { None };
@@ -775,7 +856,7 @@ impl Engine {
             Some(HaltReason::Stagnation)
         } else if policy.patience > 0 && self.stale >= policy.patience {
             Some(HaltReason::Patience)
-        } else if self.history.len() as u32 + 1 >= policy.max_iterations {
+        } else if self.history.len() as u32 + 1 >= self.limit {
             Some(HaltReason::MaxIterations)
         } else {
             None
@@ -829,7 +910,7 @@ impl Engine {
                 let example = self.example_again.take();
                 let ctx = Feedback {
                     attempt: record.iteration + 1,
-                    max_attempts: self.plan.policy.max_iterations,
+                    max_attempts: self.limit,
                     previous: record.iteration,
                     structured,
                     prior: &prior,
@@ -873,7 +954,13 @@ impl Engine {
     /// Build the result of the run (SPEC 3).
     pub fn finish(mut self, run_id: &str, elapsed: Duration) -> RunResult {
         let halted = *self.halt.get_or_insert(HaltReason::Cancelled);
-        let status = if halted == HaltReason::Success { RunStatus::Succeeded } else { RunStatus::Failed };
+        let status = if halted == HaltReason::Success {
+            RunStatus::Succeeded
+        } else if self.plan.policy.on_escalation == OnEscalation::Await && halted.awaits_a_person() {
+            RunStatus::AwaitingInput
+        } else {
+            RunStatus::Failed
+        };
         let best = self.best();
         let validation = match best.or(self.history.last()) {
             Some(a) => {
@@ -895,12 +982,12 @@ impl Engine {
                 self.history.iter().map(|a| a.cost_usd).sum()
             },
         };
-        let escalation = (status == RunStatus::Failed).then(|| {
+        let escalation = (status != RunStatus::Succeeded).then(|| {
             escalate(
                 &self.history,
                 RunFacts {
                     halted_because: halted,
-                    max_iterations: self.plan.policy.max_iterations,
+                    max_iterations: self.limit,
                     max_tokens: self.plan.max_tokens,
                     max_budget_usd: self.plan.policy.max_budget_usd,
                     spent_usd: self.spent_usd(),
@@ -926,6 +1013,15 @@ impl Engine {
             history: self.history,
         }
     }
+}
+
+/// How a person's answer reaches the model.
+fn reply_text(reply: &PersonReply) -> String {
+    format!(
+        "A person answered the question your attempts raised.\nQuestion: {}\nAnswer: {}\nUse their answer in your next answer.",
+        reply.question.trim(),
+        reply.answer.trim()
+    )
 }
 
 /// The artifact of an attempt, unless it was a schema given instead of an answer.

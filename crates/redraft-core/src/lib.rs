@@ -37,16 +37,18 @@ pub use chat::{
     StreamedBody, ToolSpec, Usage, reserved_parameter,
 };
 pub use directive::{Directive, DirectiveError};
-pub use engine::{AttemptEnd, AttemptOutcome, Candidate, Engine, Fallback, Interruption, Mode, Next, Plan, Task};
+pub use engine::{
+    AnswerError, AttemptEnd, AttemptOutcome, Candidate, Engine, Fallback, Interruption, Mode, Next, Plan, Task,
+};
 pub use evaluator::{ArtifactSource, EvalInput, Evaluator, EvaluatorError};
 pub use events::RunObserver;
 pub use issue::{Hint, Issue, Score, Severity, Verdict, codes};
-pub use policy::{Ceilings, HaltReason, PlanError, Policy};
+pub use policy::{Ceilings, HaltReason, OnEscalation, PlanError, Policy};
 pub use price::Price;
 pub use prompt::{PromptStyle, Strategy, Templates};
 pub use record::{
-    AttemptRecord, AttemptStatus, Escalation, Metrics, RecordedRepair, RecurringIssue, RunErrorReport, RunResult,
-    RunStatus, Validation,
+    AttemptRecord, AttemptStatus, Escalation, Metrics, PersonReply, RecordedRepair, RecurringIssue, RunErrorReport,
+    RunResult, RunStatus, Validation,
 };
 pub use retry::{RetryDecision, RetryPolicy, WaitBound};
 pub use store::{

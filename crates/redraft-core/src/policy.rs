@@ -36,6 +36,37 @@ impl HaltReason {
     }
 }
 
+impl HaltReason {
+    /// Whether a person's answer can change what the next attempts do: the attempts ran out,
+    /// stopped improving or repeated themselves. A budget, the wall time, a provider failing
+    /// and a cancel are limits a person answering does not lift.
+    pub fn awaits_a_person(self) -> bool {
+        matches!(self, HaltReason::MaxIterations | HaltReason::Patience | HaltReason::Stagnation)
+    }
+}
+
+/// What a run that would fail does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnEscalation {
+    /// It fails, with its escalation. The default.
+    #[default]
+    Fail,
+    /// It stops as `awaiting_input`, with its escalation, until a person answers the question
+    /// (the run goes on with the answer) or aborts it. Only when the attempts ran out, stopped
+    /// improving or repeated themselves ([`HaltReason::awaits_a_person`]).
+    Await,
+}
+
+impl OnEscalation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnEscalation::Fail => "fail",
+            OnEscalation::Await => "await",
+        }
+    }
+}
+
 impl std::fmt::Display for HaltReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -68,6 +99,8 @@ pub struct Policy {
     pub repeat_limit: u32,
     /// Retries of transport failures per attempt; they do not count as attempts. By default, 2.
     pub transport_retries: u32,
+    /// What a run that would fail does: fail, or await a person's answer. By default, fail.
+    pub on_escalation: OnEscalation,
 }
 
 impl Default for Policy {
@@ -81,6 +114,7 @@ impl Default for Policy {
             attempt_timeout: Duration::from_secs(120),
             repeat_limit: 2,
             transport_retries: 2,
+            on_escalation: OnEscalation::Fail,
         }
     }
 }

@@ -97,6 +97,14 @@ pub struct AttemptRecord {
     /// The sampling temperature sent, when one was set (it rises after a repeated answer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
+    /// The person's answer this attempt was the first to receive, with the question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<PersonReply>,
+    /// What the proposer was told for this attempt, as sent: the first prompt, then the
+    /// feedback on the previous attempt (or, with the `fresh` strategy, the whole rebuilt
+    /// prompt). The system message and the context's turns are the run's, not repeated here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
 }
 
 /// Whether a run succeeded.
@@ -105,6 +113,34 @@ pub struct AttemptRecord {
 pub enum RunStatus {
     Succeeded,
     Failed,
+    /// It would have failed, and its policy says to await a person (`on_escalation =
+    /// "await"`): it waits for an answer to its escalation's question, or an abort.
+    AwaitingInput,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::AwaitingInput => "awaiting_input",
+        }
+    }
+}
+
+/// A person's answer to a run's escalation, given to the model with the question it answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PersonReply {
+    /// The escalation's question.
+    pub question: String,
+    pub answer: String,
+    /// Attempts the run was given with the answer.
+    pub max_iterations: u32,
+    /// Attempts made before the answer.
+    pub after_iteration: u32,
+    /// When the answer was given (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_at: Option<String>,
 }
 
 /// The verdict on the returned artifact.

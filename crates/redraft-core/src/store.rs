@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::policy::HaltReason;
-use crate::record::{AttemptRecord, RunResult};
+use crate::record::{AttemptRecord, PersonReply, RunResult};
 
 /// Where a run is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -19,6 +19,14 @@ pub enum RunState {
     Running,
     Succeeded,
     Failed,
+    /// Stopped with an escalation a person is asked to answer (`on_escalation = "await"`).
+    AwaitingInput,
+}
+
+impl std::fmt::Display for RunState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl RunState {
@@ -28,12 +36,18 @@ impl RunState {
             RunState::Running => "running",
             RunState::Succeeded => "succeeded",
             RunState::Failed => "failed",
+            RunState::AwaitingInput => "awaiting_input",
         }
     }
 
-    /// Whether the run has halted.
+    /// Whether the run has halted for good (a run awaiting a person's answer has not).
     pub fn is_finished(self) -> bool {
         matches!(self, RunState::Succeeded | RunState::Failed)
+    }
+
+    /// Whether the run has stopped with a result: halted, or awaiting a person's answer.
+    pub fn has_result(self) -> bool {
+        self.is_finished() || self == RunState::AwaitingInput
     }
 }
 
@@ -45,7 +59,10 @@ impl std::str::FromStr for RunState {
             "running" => Ok(RunState::Running),
             "succeeded" => Ok(RunState::Succeeded),
             "failed" => Ok(RunState::Failed),
-            other => Err(format!("`{other}` is not a run state; use queued, running, succeeded or failed")),
+            "awaiting_input" => Ok(RunState::AwaitingInput),
+            other => {
+                Err(format!("`{other}` is not a run state; use queued, running, succeeded, failed or awaiting_input"))
+            }
         }
     }
 }
@@ -67,6 +84,9 @@ pub struct StoredRun {
     /// Who holds the run's lease while it is `running`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holder: Option<Holder>,
+    /// The answers people gave to its escalations, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answers: Vec<PersonReply>,
 }
 
 /// The worker holding a running run, and until when (it renews the lease while it works).
@@ -90,14 +110,25 @@ pub struct RunSummary {
     pub best_score: Option<f64>,
     /// The proposer's `provider/model`, when the spec names one.
     pub model: Option<String>,
+    /// The kind the run checks against, when its spec names one.
+    #[serde(default)]
+    pub kind: Option<String>,
 }
 
-/// Which runs to list.
+/// Which runs to list: every condition given must hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunFilter {
     pub state: Option<RunState>,
+    /// The proposer's `provider/model`, exactly.
+    pub model: Option<String>,
+    /// The kind, exactly.
+    pub kind: Option<String>,
+    /// Text found (ignoring ASCII case) in the run id, the model, the kind or the prompt.
+    pub text: Option<String>,
     /// At most this many, newest first. By default, 50.
     pub limit: Option<u32>,
+    /// Skip this many of the newest that match first (paging).
+    pub offset: Option<u32>,
 }
 
 /// A worker's claim: its id (unique per process) and how long a lease lasts after each renewal.
@@ -191,6 +222,16 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// did not hold it.
     async fn release(&self, run_id: &str, worker_id: &str) -> Result<bool, StoreError>;
 
+    /// Give a person's answer to a run `awaiting_input`: it is kept with the run, which goes back
+    /// to the queue (`holder` `None`) or is held by the worker that continues it now. Refused
+    /// ([`StoreError::NotAwaiting`]) in any other state: an answer is taken once.
+    async fn answer_run(&self, run_id: &str, reply: &PersonReply, holder: Option<&Lease<'_>>)
+    -> Result<(), StoreError>;
+
+    /// End a run `awaiting_input` as failed, with the result it stopped with (its escalation
+    /// kept); that result. Refused ([`StoreError::NotAwaiting`]) in any other state.
+    async fn abort_run(&self, run_id: &str) -> Result<RunResult, StoreError>;
+
     /// Ask for a run to be cancelled: its holder sees it on its next renewal. The run's state.
     async fn request_cancel(&self, run_id: &str) -> Result<RunState, StoreError>;
 
@@ -222,13 +263,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// many runs at once).
     async fn states(&self, run_ids: &[String]) -> Result<Vec<(String, RunState)>, StoreError>;
 
-    /// The result of each of `run_ids` that has halted, with its history. A store that can
+    /// The result of each of `run_ids` that has halted or awaits an answer, with its history. A store that can
     /// reads them all at once; this default reads them one by one.
     async fn results(&self, run_ids: &[String]) -> Result<Vec<(String, RunResult)>, StoreError> {
         let mut results = Vec::with_capacity(run_ids.len());
         for run_id in run_ids {
             if let Some(stored) = self.run(run_id).await?
-                && stored.state.is_finished()
+                && stored.state.has_result()
                 && let Some(result) = stored.result
             {
                 results.push((stored.run_id, result));
@@ -254,6 +295,8 @@ pub enum StoreError {
     LeaseLost { run_id: String, worker_id: String },
     #[error("the queue is full: {queued} runs are waiting (`max_queued_runs`)")]
     QueueFull { queued: u64 },
+    #[error("run `{run_id}` is not awaiting an answer: it is {state}")]
+    NotAwaiting { run_id: String, state: RunState },
 }
 
 impl StoreError {

@@ -1,5 +1,5 @@
-//! Bearer tokens: when the server has tokens, every request but the health check, the viewer
-//! page and the OpenAPI document must carry one of them (`Authorization: Bearer TOKEN`; the
+//! Bearer tokens: when the server has tokens, every request but the health check, the viewer's
+//! pages and the OpenAPI document must carry one of them (`Authorization: Bearer TOKEN`; the
 //! scheme in any case, as RFC 7235 has it). Checked by the gate in front of every route ([`crate::gate`]).
 
 use axum::extract::Request;
@@ -14,7 +14,7 @@ const OPEN: &[&str] = &["/", "/healthz", "/openapi.json"];
 /// `Ok` when the server has no tokens, the path is open or the request carries a token; 401
 /// otherwise.
 pub fn check(state: &AppState, request: &Request) -> Result<(), ApiError> {
-    if state.tokens().is_empty() || OPEN.contains(&request.uri().path()) {
+    if state.tokens().is_empty() || is_open(request.uri().path()) {
         return Ok(());
     }
     let presented = request.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
@@ -22,6 +22,12 @@ pub fn check(state: &AppState, request: &Request) -> Result<(), ApiError> {
         Some(token) if state.tokens().iter().any(|t| same(t.as_bytes(), token.as_bytes())) => Ok(()),
         _ => Err(ApiError::unauthorized()),
     }
+}
+
+/// Whether anyone may read `path`: the open paths, and a run's page in the viewer
+/// (`/runs/{id}`: the page only, which asks the API for the run with the reader's token).
+fn is_open(path: &str) -> bool {
+    OPEN.contains(&path) || path.strip_prefix("/runs/").is_some_and(|id| !id.is_empty() && !id.contains('/'))
 }
 
 /// The token of an `Authorization: Bearer TOKEN` value: the scheme in any case, then spaces or
@@ -39,6 +45,15 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_run_page_is_open_and_nothing_under_it() {
+        assert!(super::is_open("/runs/0193-abc"));
+        assert!(super::is_open("/"));
+        for closed in ["/runs/", "/runs", "/runs/x/answer", "/v1/runs/x", "/runs/x/", "/runsx"] {
+            assert!(!super::is_open(closed), "{closed}");
+        }
+    }
+
     #[test]
     fn tokens_compare_whole() {
         assert!(super::same(b"abc", b"abc"));

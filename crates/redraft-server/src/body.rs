@@ -38,10 +38,22 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad_request("malformed_request", "the request body is empty; send a JSON object"));
     }
-    serde_json::from_slice(bytes).map_err(|e| match e.classify() {
-        serde_json::error::Category::Data => {
-            ApiError::bad_request("invalid_request", format!("the request is invalid: {e}"))
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let e = e.into_inner();
+        match e.classify() {
+            // The field it is about, unless the whole body is.
+            serde_json::error::Category::Data if path == "." => {
+                ApiError::bad_request("invalid_request", format!("the request is invalid: {e}"))
+            }
+            serde_json::error::Category::Data => {
+                ApiError::bad_request("invalid_request", format!("the request is invalid: `{path}`: {e}"))
+            }
+            _ => ApiError::bad_request("malformed_request", format!("the request body is not valid JSON: {e}")),
         }
-        _ => ApiError::bad_request("malformed_request", format!("the request body is not valid JSON: {e}")),
-    })
+    })?;
+    de.end()
+        .map_err(|e| ApiError::bad_request("malformed_request", format!("the request body is not valid JSON: {e}")))?;
+    Ok(value)
 }

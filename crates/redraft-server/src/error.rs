@@ -224,6 +224,7 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::NotFound { .. } => Self::not_found("unknown_run", e.to_string()),
             StoreError::QueueFull { .. } => Self::busy(e.to_string(), 2),
+            StoreError::NotAwaiting { .. } => Self::new(StatusCode::CONFLICT, "not_awaiting_input", e.to_string()),
             ref other if other.is_transient() => Self::overloaded(other),
             other => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "store_error", other.to_string()),
         }

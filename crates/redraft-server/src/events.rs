@@ -1,4 +1,5 @@
-//! Run events for SSE subscribers: `attempt_started`, `attempt_finished`, `run_finished`.
+//! Run events for SSE subscribers: `attempt_started`, `attempt_finished`, then `run_finished`,
+//! or `awaiting_input` when the run stopped for a person's answer (the stream ends with either).
 //!
 //! A run in flight in this process is a [`LiveRun`]: its events so far are kept in a log and
 //! broadcast as they happen, both under one lock, so a subscriber gets the log and then every
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use axum::response::sse::Event;
 use futures_util::stream::{self, BoxStream, StreamExt};
-use redraft::core::{AttemptRecord, RunObserver, RunResult, Store, StoredRun};
+use redraft::core::{AttemptRecord, RunObserver, RunResult, RunStatus, Store, StoredRun};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use tokio_stream::wrappers::BroadcastStream;
@@ -42,6 +43,7 @@ impl RunEvent {
         match self {
             RunEvent::AttemptStarted { .. } => "attempt_started",
             RunEvent::AttemptFinished { .. } => "attempt_finished",
+            RunEvent::RunFinished(result) if result.status == RunStatus::AwaitingInput => "awaiting_input",
             RunEvent::RunFinished(_) => "run_finished",
             RunEvent::Error { .. } => "error",
         }
@@ -263,7 +265,7 @@ pub fn stored_stream(store: Arc<dyn Store>, stored: StoredRun, poll: Duration) -
                 if let Some(s) = stored.take() {
                     let mut events = replay(&run_id, s.attempts.get(sent..).unwrap_or_default());
                     let sent = s.attempts.len().max(sent);
-                    let finished = match s.result.filter(|_| s.state.is_finished()) {
+                    let finished = match s.result.filter(|_| s.state.has_result()) {
                         Some(result) => {
                             events.push(RunEvent::RunFinished(Arc::new(result)));
                             true

@@ -70,6 +70,8 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(runs::create_run, runs::list_runs))
         .routes(routes!(runs::get_run, runs::cancel_run))
         .routes(routes!(runs::run_events))
+        .routes(routes!(runs::answer_run))
+        .routes(routes!(runs::abort_run))
         .routes(routes!(validate::validate))
         .routes(routes!(chat::chat))
         .routes(routes!(decide::decide_next))
@@ -81,6 +83,7 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(ops::healthz))
         .routes(routes!(ops::metrics))
         .routes(routes!(ops::viewer))
+        .routes(routes!(ops::run_page))
         .split_for_parts();
     let doc = Arc::new(openapi::document(doc));
     let limit = state.config().server.max_body_bytes;

@@ -44,3 +44,15 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
 pub async fn viewer() -> Html<&'static str> {
     Html(VIEWER)
 }
+
+/// A run's page in the viewer: its task, evaluators, attempts, diffs and chart, live.
+#[utoipa::path(
+    get,
+    path = "/runs/{id}",
+    tag = "operations",
+    params(("id" = String, Path, description = "The run id")),
+    responses((status = 200, description = "The run viewer, opened on this run (the page asks `GET /v1/runs/{id}` for it)", content_type = "text/html"))
+)]
+pub async fn run_page() -> Html<&'static str> {
+    Html(VIEWER)
+}

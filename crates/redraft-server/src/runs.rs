@@ -9,7 +9,7 @@ use axum::http::{StatusCode, header};
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use redraft::RunSpec;
-use redraft::core::{RunFilter, RunResult, RunState};
+use redraft::core::{RunFilter, RunResult, RunState, RunStatus};
 use redraft::queue::Accepted;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -29,21 +29,38 @@ pub struct RunAccepted {
     pub run_id: String,
 }
 
+/// The deepest page `GET /v1/runs` reads (a search narrows what is listed; paging past a
+/// million runs is a job for the database, not this list).
+const MAX_OFFSET: u32 = 1_000_000;
+
 /// `GET /v1/runs` filters.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
-    /// Only runs in this state: `queued`, `running`, `succeeded`, `failed`.
+    /// Only runs in this state: `queued`, `running`, `succeeded`, `failed`, `awaiting_input`.
     pub status: Option<String>,
+    /// Only runs of this proposer (`provider/model`), exactly.
+    pub model: Option<String>,
+    /// Only runs checked against this kind.
+    pub kind: Option<String>,
+    /// Only runs whose id, model, kind or prompt contains this text (ignoring ASCII case).
+    pub q: Option<String>,
     /// At most this many, newest first (1..=1000). By default, 50.
     pub limit: Option<String>,
+    /// Skip this many matching runs first: the `next_offset` of the page before.
+    pub offset: Option<String>,
 }
 
 /// The response for a finished run: 200 with the result when it succeeded, 422 with the
-/// result and an `error` when it failed.
+/// result and an `error` when it failed, 202 with the result when it awaits a person's answer
+/// (`Location`: the run, which `POST …/answer` continues).
 pub fn result_response(result: RunResult) -> Response {
     if result.succeeded() {
         return (StatusCode::OK, Json(result)).into_response();
+    }
+    if result.status == RunStatus::AwaitingInput {
+        let location = format!("/v1/runs/{}", result.run_id);
+        return (StatusCode::ACCEPTED, [(header::LOCATION, location)], Json(result)).into_response();
     }
     let mut body = serde_json::to_value(&result).unwrap_or_else(|_| json!({"run_id": result.run_id}));
     if body.get("error").is_none_or(Value::is_null) {
@@ -120,6 +137,7 @@ impl Started {
     responses(
         (status = 200, description = "The run succeeded: the result (artifact, validation, history, metrics)", body = Object),
         (status = 422, description = "The run failed: the result, with the best-so-far artifact, the history, the escalation and an `error`", body = Object),
+        (status = 202, description = "The run awaits a person's answer (`on_escalation: await`): the result so far with its escalation; `Location` is the run, which `POST /v1/runs/{id}/answer` continues", body = Object),
         (status = 400, description = "Malformed request or over a ceiling; nothing was run", body = ErrorBody),
         (status = 403, description = "An `exec:` command outside the allow-list, or a model that reads files", body = ErrorBody),
         (status = 404, description = "An unknown kind", body = ErrorBody),
@@ -161,8 +179,8 @@ pub async fn create_run(
     tag = "runs",
     params(ListQuery),
     responses(
-        (status = 200, description = "`{runs: [{run_id, state, created_at_ms, updated_at_ms, iterations, halted_because, best_score, model}]}`", body = Object),
-        (status = 400, description = "An unknown state or a bad limit", body = ErrorBody),
+        (status = 200, description = "`{runs: [{run_id, state, created_at_ms, updated_at_ms, iterations, halted_because, best_score, model, kind}], next_offset}`: `next_offset` is the `offset` of the next page, `null` on the last", body = Object),
+        (status = 400, description = "An unknown state, or a bad limit or offset", body = ErrorBody),
     )
 )]
 pub async fn list_runs(State(state): State<AppState>, Query(q): Query<ListQuery>) -> Result<Json<Value>, ApiError> {
@@ -179,25 +197,49 @@ pub async fn list_runs(State(state): State<AppState>, Query(q): Query<ListQuery>
             ApiError::bad_request("invalid_field", format!("`limit` = `{text}` must be a number in 1..=1000"))
         })?,
     };
-    let runs = state.store().list(&RunFilter { state: status, limit: Some(limit) }).await?;
-    Ok(Json(json!({ "runs": runs })))
+    let offset = match q.offset.as_deref().filter(|s| !s.is_empty()) {
+        None => 0,
+        Some(text) => text.parse::<u32>().ok().filter(|n| *n <= MAX_OFFSET).ok_or_else(|| {
+            ApiError::bad_request("invalid_field", format!("`offset` = `{text}` must be a number in 0..={MAX_OFFSET}"))
+        })?,
+    };
+    let given = |v: Option<String>| v.filter(|s| !s.is_empty());
+    let filter = RunFilter {
+        state: status,
+        model: given(q.model),
+        kind: given(q.kind),
+        text: given(q.q),
+        // One more than asked tells whether there is a next page.
+        limit: Some(limit + 1),
+        offset: Some(offset),
+    };
+    let mut runs = state.store().list(&filter).await?;
+    let next_offset = (runs.len() > limit as usize).then_some(offset + limit);
+    runs.truncate(limit as usize);
+    Ok(Json(json!({ "runs": runs, "next_offset": next_offset })))
 }
 
-/// A run: its result once it halted, else what it has so far.
+/// A run: its result once it halted (or while it awaits an answer), else what it has so far;
+/// with its `state` and its `spec` (the task and the evaluators, as requested) either way.
 #[utoipa::path(
     get,
     path = "/v1/runs/{id}",
     tag = "runs",
     params(("id" = String, Path, description = "The run id")),
     responses(
-        (status = 200, description = "The result of a finished run, or `{run_id, state, spec, iterations, history, holder}` of one queued or in flight (`holder`: the worker and its lease, while running)", body = Object),
+        (status = 200, description = "The result of a finished or awaiting run plus its `state` and `spec` (the request: prompt, system, context, evaluators, policy), or `{run_id, state, spec, iterations, history, holder}` of one queued or in flight (`holder`: the worker and its lease, while running)", body = Object),
         (status = 404, description = "No such run", body = ErrorBody),
     )
 )]
 pub async fn get_run(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
     if let Some(stored) = state.store().run(&id).await? {
-        if let Some(result) = stored.result.filter(|_| stored.state.is_finished()) {
-            return Ok(Json(serde_json::to_value(result).unwrap_or_default()));
+        if let Some(result) = stored.result.filter(|_| stored.state.has_result()) {
+            let mut value = serde_json::to_value(result).unwrap_or_default();
+            if let Some(fields) = value.as_object_mut() {
+                fields.insert("state".into(), json!(stored.state));
+                fields.insert("spec".into(), stored.spec);
+            }
+            return Ok(Json(value));
         }
         return Ok(Json(json!({
             "run_id": stored.run_id,
@@ -272,6 +314,8 @@ pub async fn cancel_run(State(state): State<AppState>, Path(id): Path<String>) -
     }
     // Running in another process: its worker sees the request when it next renews its lease.
     match state.store().request_cancel(&id).await? {
+        // Waiting for a person: cancelling it aborts it.
+        RunState::AwaitingInput => Ok((StatusCode::OK, Json(state.store().abort_run(&id).await?)).into_response()),
         RunState::Succeeded | RunState::Failed => {
             let stored = state.store().run(&id).await?.ok_or_else(|| unknown_run(&id))?;
             Err(finished(&id, stored.state.as_str()))
@@ -289,6 +333,64 @@ pub async fn cancel_run(State(state): State<AppState>, Path(id): Path<String>) -
             Ok((StatusCode::ACCEPTED, Json(json!({"run_id": id, "state": "cancelling"}))).into_response())
         }
     }
+}
+
+/// A person's answer to a run's escalation.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerBody {
+    /// What the person answers to the escalation's question; given to the model as their reply.
+    pub answer: String,
+    /// Attempts the run may make after the answer. By default, as many as it had.
+    pub max_iterations: Option<u32>,
+}
+
+/// Answer the escalation of a run awaiting input: the run goes back to the queue and continues
+/// from where it stopped, the answer given to the model as a person's reply to the question.
+#[utoipa::path(
+    post,
+    path = "/v1/runs/{id}/answer",
+    tag = "runs",
+    params(("id" = String, Path, description = "The run id")),
+    request_body = AnswerBody,
+    responses(
+        (status = 202, description = "The answer is stored and the run queued: `{run_id, state}`; follow it with `GET /v1/runs/{id}` or its events", body = Object),
+        (status = 400, description = "An empty answer, or `max_iterations` out of range; nothing was stored", body = ErrorBody),
+        (status = 404, description = "No such run", body = ErrorBody),
+        (status = 409, description = "The run is not awaiting an answer (`not_awaiting_input`)", body = ErrorBody),
+    )
+)]
+pub async fn answer_run(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<AnswerBody>,
+) -> Result<Response, ApiError> {
+    let stored = state.store().run(&id).await?.ok_or_else(|| unknown_run(&id))?;
+    let reply = redraft::recorder::person_reply(&stored, &body.answer, body.max_iterations, &state.setup())?;
+    state.store().answer_run(&id, &reply, None).await?;
+    state.executor().wake();
+    Ok((
+        StatusCode::ACCEPTED,
+        [(header::LOCATION, format!("/v1/runs/{id}"))],
+        Json(json!({"run_id": id, "state": "queued"})),
+    )
+        .into_response())
+}
+
+/// End a run awaiting input as failed, with its escalation.
+#[utoipa::path(
+    post,
+    path = "/v1/runs/{id}/abort",
+    tag = "runs",
+    params(("id" = String, Path, description = "The run id")),
+    responses(
+        (status = 200, description = "The run failed: its result, escalation kept", body = Object),
+        (status = 404, description = "No such run", body = ErrorBody),
+        (status = 409, description = "The run is not awaiting an answer (`not_awaiting_input`)", body = ErrorBody),
+    )
+)]
+pub async fn abort_run(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    Ok((StatusCode::OK, Json(state.store().abort_run(&id).await?)).into_response())
 }
 
 fn finished(id: &str, how: &str) -> ApiError {

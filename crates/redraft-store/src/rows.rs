@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use redraft_core::policy::HaltReason;
-use redraft_core::record::{AttemptRecord, RunResult, RunStatus};
+use redraft_core::record::{AttemptRecord, PersonReply, RunResult, RunStatus};
 use redraft_core::store::{Claim, Holder, Renewal, RunState, RunSummary, StoreError, StoredRun};
 use serde_json::Value;
 
@@ -18,6 +18,8 @@ pub(crate) struct RunRow {
     pub result: Option<String>,
     pub worker_id: Option<String>,
     pub lease_until: Option<i64>,
+    /// The answers people gave (a JSON array), if any.
+    pub answers: Option<String>,
 }
 
 /// A `runs` row as a list reads it: summary columns only.
@@ -31,6 +33,7 @@ pub(crate) struct SummaryRow {
     pub halted_because: Option<String>,
     pub best_score: Option<f64>,
     pub model: Option<String>,
+    pub kind: Option<String>,
 }
 
 /// An `attempts` row.
@@ -178,6 +181,7 @@ impl ResultColumns {
         let state = match result.status {
             RunStatus::Succeeded => RunState::Succeeded,
             RunStatus::Failed => RunState::Failed,
+            RunStatus::AwaitingInput => RunState::AwaitingInput,
         };
         Ok(Self {
             state: state.as_str(),
@@ -224,7 +228,8 @@ pub(crate) fn decide_claim(
     force: bool,
 ) -> Result<Claim, Claim> {
     match state {
-        RunState::Succeeded | RunState::Failed => Err(Claim::Finished(state)),
+        // A run awaiting an answer is taken by the answer, not by a claim.
+        RunState::Succeeded | RunState::Failed | RunState::AwaitingInput => Err(Claim::Finished(state)),
         RunState::Queued => Ok(Claim::Claimed { takeover: false }),
         RunState::Running => match (holder, lease_until) {
             (Some(holder), _) if holder == worker_id => Ok(Claim::Claimed { takeover: false }),
@@ -257,7 +262,8 @@ pub(crate) fn check_holder(
         None => Err(StoreError::NotFound { run_id: run_id.to_owned() }),
         Some((state, holder))
             if holder.as_deref() == Some(worker_id)
-                && (state == "running" || (finished && (state == "succeeded" || state == "failed"))) =>
+                && (state == "running"
+                    || (finished && (state == "succeeded" || state == "failed" || state == "awaiting_input"))) =>
         {
             Ok(())
         }
@@ -303,6 +309,7 @@ impl SummaryRow {
             halted_because,
             best_score: self.best_score,
             model: self.model,
+            kind: self.kind,
             run_id: self.id,
         })
     }
@@ -333,6 +340,10 @@ impl RunRow {
                     })?,
             ),
         };
+        let answers = match &self.answers {
+            None => Vec::new(),
+            Some(text) => serde_json::from_str(text).map_err(|e| corrupt(format!("answers of run `{run_id}`"), e))?,
+        };
         let state = state(&run_id, &self.state)?;
         let holder = match (state, self.worker_id, self.lease_until) {
             (RunState::Running, Some(worker_id), Some(lease_until_ms)) => Some(Holder { worker_id, lease_until_ms }),
@@ -347,7 +358,43 @@ impl RunRow {
             updated_at_ms: self.updated_at,
             attempts,
             result,
+            answers,
         })
+    }
+}
+
+/// The answers of a run with `reply` added, as stored.
+pub(crate) fn with_answer(run_id: &str, stored: Option<&str>, reply: &PersonReply) -> Result<String, StoreError> {
+    let mut answers: Vec<Value> = match stored {
+        None => Vec::new(),
+        Some(text) => serde_json::from_str(text).map_err(|e| corrupt(format!("answers of run `{run_id}`"), e))?,
+    };
+    let encode = |e: serde_json::Error| StoreError::Query {
+        action: format!("answer run `{run_id}`"),
+        message: format!("cannot encode the answer as JSON: {e}"),
+    };
+    answers.push(serde_json::to_value(reply).map_err(encode)?);
+    serde_json::to_string(&answers).map_err(encode)
+}
+
+/// A stored result (without its history) with its status set to `failed`: a run awaiting an
+/// answer that was aborted.
+pub(crate) fn aborted_result(run_id: &str, stored: Option<&str>) -> Result<String, StoreError> {
+    let text =
+        stored.ok_or_else(|| corrupt(format!("result of run `{run_id}`"), "a run awaiting an answer has none"))?;
+    let mut value: Value = serde_json::from_str(text).map_err(|e| corrupt(format!("result of run `{run_id}`"), e))?;
+    let fields =
+        value.as_object_mut().ok_or_else(|| corrupt(format!("result of run `{run_id}`"), "it is not a JSON object"))?;
+    fields.insert("status".into(), Value::String(RunStatus::Failed.as_str().into()));
+    Ok(value.to_string())
+}
+
+/// Refuse an answer or an abort unless the run awaits one.
+pub(crate) fn must_await(run_id: &str, state: RunState) -> Result<(), StoreError> {
+    if state == RunState::AwaitingInput {
+        Ok(())
+    } else {
+        Err(StoreError::NotAwaiting { run_id: run_id.to_owned(), state })
     }
 }
 
@@ -384,6 +431,7 @@ mod tests {
             halted_because: None,
             best_score: None,
             model: None,
+            kind: None,
         };
         assert!(matches!(row.into_summary(), Err(StoreError::Corrupt { .. })));
         let row = RunRow {
@@ -395,6 +443,7 @@ mod tests {
             result: None,
             worker_id: None,
             lease_until: None,
+            answers: None,
         };
         let err = row.into_stored(vec![AttemptRow { iteration: 1, record: "{".into() }]).unwrap_err();
         assert!(err.to_string().starts_with("the stored attempt 1 of run `r` is damaged: "), "{err}");

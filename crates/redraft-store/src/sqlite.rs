@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redraft_core::record::{AttemptRecord, RunResult};
+use redraft_core::record::{AttemptRecord, PersonReply, RunResult};
 use redraft_core::store::{
     Claim, Claimed, Lease, NewRun, Renewal, RunFilter, RunState, RunSummary, Store, StoreError, StoredRun,
 };
@@ -307,6 +307,77 @@ impl Store for SqliteStore {
         Ok(released.rows_affected() > 0)
     }
 
+    async fn answer_run(
+        &self,
+        run_id: &str,
+        reply: &PersonReply,
+        holder: Option<&Lease<'_>>,
+    ) -> Result<(), StoreError> {
+        let action = || format!("answer run `{run_id}`");
+        let mut tx = self.write(action).await?;
+        let row = sqlx::query_as::<_, (String, Option<String>)>("SELECT state, answers FROM runs WHERE id = $1")
+            .bind(run_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| failed(action(), e))?;
+        let Some((state, answers)) = row else {
+            return Err(StoreError::NotFound { run_id: run_id.to_owned() });
+        };
+        crate::rows::must_await(run_id, crate::rows::state(run_id, &state)?)?;
+        let answers = crate::rows::with_answer(run_id, answers.as_deref(), reply)?;
+        // Queued for any worker (a run its own process started too), or held by the one that
+        // continues it now.
+        let (state, worker_id, lease) = match holder {
+            Some(lease) => ("running", Some(lease.worker_id), Some(lease_ms(lease.ttl))),
+            None => ("queued", None, None),
+        };
+        sqlx::query(
+            "UPDATE runs SET state = $2, worker_id = $3, lease_until = $6 + $4, answers = $5, result = NULL,
+                 halted_because = NULL, cancel_requested = 0, local = CASE WHEN $3 IS NULL THEN 0 ELSE local END,
+                 updated_at = $6
+             WHERE id = $1 AND state = 'awaiting_input'",
+        )
+        .bind(run_id)
+        .bind(state)
+        .bind(worker_id)
+        .bind(lease)
+        .bind(answers)
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| failed(action(), e))?;
+        tx.commit().await.map_err(|e| failed(action(), e))
+    }
+
+    async fn abort_run(&self, run_id: &str) -> Result<RunResult, StoreError> {
+        let action = || format!("abort run `{run_id}`");
+        let mut tx = self.write(action).await?;
+        let row = sqlx::query_as::<_, (String, Option<String>)>("SELECT state, result FROM runs WHERE id = $1")
+            .bind(run_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| failed(action(), e))?;
+        let Some((state, result)) = row else {
+            return Err(StoreError::NotFound { run_id: run_id.to_owned() });
+        };
+        crate::rows::must_await(run_id, crate::rows::state(run_id, &state)?)?;
+        let result = crate::rows::aborted_result(run_id, result.as_deref())?;
+        sqlx::query(
+            "UPDATE runs SET state = 'failed', result = $2, updated_at = $3 WHERE id = $1 AND state = 'awaiting_input'",
+        )
+        .bind(run_id)
+        .bind(result)
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| failed(action(), e))?;
+        tx.commit().await.map_err(|e| failed(action(), e))?;
+        self.run(run_id)
+            .await?
+            .and_then(|stored| stored.result)
+            .ok_or_else(|| StoreError::NotFound { run_id: run_id.to_owned() })
+    }
+
     async fn request_cancel(&self, run_id: &str) -> Result<RunState, StoreError> {
         let action = || format!("cancel run `{run_id}`");
         let mut tx = self.write(action).await?;
@@ -354,7 +425,7 @@ impl Store for SqliteStore {
         // One read transaction: the run and its attempts from the same snapshot.
         let mut tx = self.reader.begin().await.map_err(|e| failed(action(), e))?;
         let row = sqlx::query_as::<_, RunRow>(
-            "SELECT id, state, spec, created_at, updated_at, result, worker_id, lease_until FROM runs WHERE id = $1",
+            "SELECT id, state, spec, created_at, updated_at, result, worker_id, lease_until, answers FROM runs WHERE id = $1",
         )
         .bind(run_id)
         .fetch_optional(&mut *tx)
@@ -373,29 +444,32 @@ impl Store for SqliteStore {
     }
 
     async fn list(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
-        let limit = i64::from(filter.limit.unwrap_or(DEFAULT_LIMIT));
-        let rows = match filter.state {
-            Some(state) => {
-                sqlx::query_as::<_, SummaryRow>(
-                    "SELECT id, state, created_at, updated_at, iterations, halted_because, best_score, model
-                     FROM runs WHERE state = $1 ORDER BY created_at DESC, seq DESC LIMIT $2",
-                )
-                .bind(state.as_str())
-                .bind(limit)
-                .fetch_all(&self.reader)
-                .await
-            }
-            None => {
-                sqlx::query_as::<_, SummaryRow>(
-                    "SELECT id, state, created_at, updated_at, iterations, halted_because, best_score, model
-                     FROM runs ORDER BY created_at DESC, seq DESC LIMIT $1",
-                )
-                .bind(limit)
-                .fetch_all(&self.reader)
-                .await
-            }
+        let mut query = sqlx::QueryBuilder::new(
+            "SELECT id, state, created_at, updated_at, iterations, halted_because, best_score, model, json_extract(spec, '$.kind') AS kind
+             FROM runs WHERE TRUE",
+        );
+        if let Some(state) = filter.state {
+            query.push(" AND state = ").push_bind(state.as_str());
         }
-        .map_err(|e| failed("list runs", e))?;
+        if let Some(model) = &filter.model {
+            query.push(" AND model = ").push_bind(model.clone());
+        }
+        if let Some(kind) = &filter.kind {
+            query.push(" AND json_extract(spec, '$.kind') = ").push_bind(kind.clone());
+        }
+        if let Some(text) = filter.text.as_deref().filter(|t| !t.is_empty()) {
+            query
+                .push(" AND instr(lower(id || ' ' || coalesce(model, '') || ' ' || coalesce(json_extract(spec, '$.kind'), '') || ' ' || coalesce(json_extract(spec, '$.prompt'), '')), lower(")
+                .push_bind(text.to_owned())
+                .push(")) > 0");
+        }
+        query
+            .push(" ORDER BY created_at DESC, seq DESC LIMIT ")
+            .push_bind(i64::from(filter.limit.unwrap_or(DEFAULT_LIMIT)))
+            .push(" OFFSET ")
+            .push_bind(i64::from(filter.offset.unwrap_or(0)));
+        let rows =
+            query.build_query_as::<SummaryRow>().fetch_all(&self.reader).await.map_err(|e| failed("list runs", e))?;
         rows.into_iter().map(SummaryRow::into_summary).collect()
     }
 

@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use redraft_core::extract::{Repair, Route};
 use redraft_core::record::{
-    AttemptRecord, AttemptStatus, Escalation, Metrics, RecurringIssue, RunErrorReport, RunResult, RunStatus, Validation,
+    AttemptRecord, AttemptStatus, Escalation, Metrics, PersonReply, RecurringIssue, RunErrorReport, RunResult,
+    RunStatus, Validation,
 };
 use redraft_core::{FinishReason, HaltReason, Issue, Score};
 use redraft_store::{Claim, Lease, NewRun, RunFilter, RunState, SqliteStore, Store, StoreError};
@@ -110,6 +111,7 @@ contract!(
     results_of_many_runs_in_one_read,
     json_reads_back_verbatim,
     list_orders_filters_and_limits,
+    list_filters_by_model_kind_and_text_and_pages,
     unfinished_runs_oldest_first,
     unknown_runs_are_not_found,
     concurrent_runs_never_lock,
@@ -120,6 +122,7 @@ contract!(
     attempt_times_are_kept,
     raw_text_reads_back_as_the_artifact,
     refused_writes_among_many_leave_the_others_stored,
+    a_run_awaiting_an_answer,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -188,6 +191,8 @@ fn attempt(iteration: u32, score: f64, artifact: Option<Value>) -> AttemptRecord
         model: Some("local/qwen".into()),
         served_model: Some("qwen2.5-7b-instruct-q4".into()),
         temperature: Some(0.2),
+        reply: None,
+        prompt: None,
     }
 }
 
@@ -231,7 +236,7 @@ fn result(run_id: &str, status: RunStatus, history: Vec<AttemptRecord>) -> RunRe
 }
 
 async fn summary(store: &dyn Store, run_id: &str) -> redraft_store::RunSummary {
-    let all = store.list(&RunFilter { state: None, limit: Some(1000) }).await.unwrap();
+    let all = store.list(&RunFilter { limit: Some(1000), ..RunFilter::default() }).await.unwrap();
     all.into_iter().find(|s| s.run_id == run_id).unwrap_or_else(|| panic!("`{run_id}` is not listed"))
 }
 
@@ -423,6 +428,52 @@ async fn raw_text_reads_back_as_the_artifact(store: Arc<dyn Store>) {
     assert_eq!(store.run("run-o").await.unwrap().unwrap().result, Some(own));
 }
 
+/// `list` by model, kind and text (in the id, model, kind or prompt, in any ASCII case), every
+/// condition at once, a page at a time.
+async fn list_filters_by_model_kind_and_text_and_pages(store: Arc<dyn Store>) {
+    let specs = [
+        ("k0", json!({"prompt": "Extract the INVOICE total", "model": "openai/gpt-5", "kind": "invoice"})),
+        (
+            "k1",
+            json!({"prompt": "Staff the Toledo contract", "provider": "local", "model": "qwen", "kind": "staffing"}),
+        ),
+        ("k2", json!({"prompt": "Another invoice, 100% off_", "model": "openai/gpt-5", "kind": "invoice"})),
+        ("k3", json!({"prompt": "No kind here", "model": "openai/gpt-5"})),
+    ];
+    for (id, spec) in &specs {
+        store.insert_run(&queued(id, spec)).await.unwrap();
+    }
+    let list = |filter: RunFilter| {
+        let store = store.clone();
+        async move { store.list(&filter).await.unwrap() }
+    };
+    let f = RunFilter::default;
+    let all = list(f()).await;
+    assert_eq!(
+        all.iter().map(|s| s.kind.as_deref()).collect::<Vec<_>>(),
+        [None, Some("invoice"), Some("staffing"), Some("invoice")]
+    );
+    assert_eq!(ids(&list(RunFilter { model: Some("openai/gpt-5".into()), ..f() }).await), ["k3", "k2", "k0"]);
+    assert_eq!(ids(&list(RunFilter { model: Some("local/qwen".into()), ..f() }).await), ["k1"]);
+    assert!(list(RunFilter { model: Some("openai".into()), ..f() }).await.is_empty(), "a model matches whole");
+    assert_eq!(ids(&list(RunFilter { kind: Some("invoice".into()), ..f() }).await), ["k2", "k0"]);
+    assert_eq!(ids(&list(RunFilter { text: Some("invoice".into()), ..f() }).await), ["k2", "k0"]);
+    assert_eq!(ids(&list(RunFilter { text: Some("TOLEDO".into()), ..f() }).await), ["k1"]);
+    assert_eq!(ids(&list(RunFilter { text: Some("k3".into()), ..f() }).await), ["k3"]);
+    assert_eq!(ids(&list(RunFilter { text: Some("qwen".into()), ..f() }).await), ["k1"]);
+    // Characters that are wildcards in LIKE are plain text here.
+    assert_eq!(ids(&list(RunFilter { text: Some("100% off_".into()), ..f() }).await), ["k2"]);
+    assert!(list(RunFilter { text: Some("%".into()), kind: Some("staffing".into()), ..f() }).await.is_empty());
+    let both = RunFilter { kind: Some("invoice".into()), text: Some("total".into()), ..f() };
+    assert_eq!(ids(&list(both).await), ["k0"]);
+    assert!(list(RunFilter { kind: Some("invoice".into()), state: Some(RunState::Running), ..f() }).await.is_empty());
+    // Pages: newest first, `offset` skips.
+    let page = |offset| list(RunFilter { limit: Some(3), offset: Some(offset), ..f() });
+    assert_eq!(ids(&page(0).await), ["k3", "k2", "k1"]);
+    assert_eq!(ids(&page(3).await), ["k0"]);
+    assert!(page(4).await.is_empty());
+}
+
 /// A text-mode attempt: the artifact is the raw text itself.
 fn text_attempt(iteration: u32, raw: &str, score: f64) -> AttemptRecord {
     let mut a = attempt(iteration, score, Some(Value::String(raw.to_owned())));
@@ -442,7 +493,7 @@ async fn list_orders_filters_and_limits(store: Arc<dyn Store>) {
 
     let list = |state: Option<RunState>, limit: Option<u32>| {
         let store = store.clone();
-        async move { store.list(&RunFilter { state, limit }).await.unwrap() }
+        async move { store.list(&RunFilter { state, limit, ..RunFilter::default() }).await.unwrap() }
     };
     assert_eq!(ids(&list(None, None).await), ["r4", "r3", "r2", "r1", "r0"]);
     assert_eq!(ids(&list(Some(RunState::Running), None).await), ["r4", "r2"]);
@@ -529,7 +580,10 @@ async fn concurrent_runs_never_lock(store: Arc<dyn Store>) {
     for task in tasks {
         task.await.unwrap().unwrap();
     }
-    let all = store.list(&RunFilter { state: Some(RunState::Succeeded), limit: Some(100) }).await.unwrap();
+    let all = store
+        .list(&RunFilter { state: Some(RunState::Succeeded), limit: Some(100), ..RunFilter::default() })
+        .await
+        .unwrap();
     assert_eq!(all.len(), 20);
     assert!(all.iter().all(|s| s.iterations == 5 && s.best_score == Some(1.0)));
     for r in 0..20 {
@@ -578,7 +632,14 @@ async fn claims_are_exclusive(store: Arc<dyn Store>) {
     }
     assert_eq!(store.claim_next(&w0).await.unwrap(), None);
     assert_eq!(store.queue_depth().await.unwrap(), 1, "the local run stays queued for `runs resume`");
-    assert_eq!(store.list(&RunFilter { state: Some(RunState::Running), limit: Some(100) }).await.unwrap().len(), 31);
+    assert_eq!(
+        store
+            .list(&RunFilter { state: Some(RunState::Running), limit: Some(100), ..RunFilter::default() })
+            .await
+            .unwrap()
+            .len(),
+        31
+    );
 }
 
 /// Leases: renewing keeps a run; a run whose lease expired is taken over by the next claim (and
@@ -851,6 +912,58 @@ mod sqlite_only {
         assert_eq!(store.run("interrupted").await.unwrap().unwrap().attempts, history[..1]);
     }
 
+    /// A database made by an earlier version (the first two migrations, with runs and attempts
+    /// in it) is brought up to date on open with nothing lost: making `runs` again to let a run
+    /// await an answer leaves every attempt where it was.
+    #[tokio::test]
+    async fn an_older_database_is_upgraded_with_its_runs_and_attempts() {
+        use sqlx::Connection;
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("old-migrations");
+        std::fs::create_dir(&old).unwrap();
+        let migrations = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/sqlite");
+        for name in ["0001_runs_and_attempts.sql", "0002_queue.sql"] {
+            std::fs::copy(migrations.join(name), old.join(name)).unwrap();
+        }
+        let path = dir.path().join("redraft.db");
+        let url = format!("sqlite://{}?mode=rwc", path.display());
+        let history = [attempt(1, 0.5, Some(json!({"k": 1}))), attempt(2, 0.7, Some(json!({"k": 2})))];
+        {
+            let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+            sqlx::migrate::Migrator::new(old.as_path()).await.unwrap().run(&mut conn).await.unwrap();
+            sqlx::query(
+                "INSERT INTO runs (id, seq, state, spec, created_at, updated_at, iterations, worker_id, lease_until)
+                 VALUES ('old', 1, 'running', $1, 1, 1, 2, $2, 9000000000000000)",
+            )
+            .bind(spec("p").to_string())
+            .bind(W)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+            for a in &history {
+                sqlx::query(
+                    "INSERT INTO attempts (run_id, iteration, status, score, has_artifact, record, recorded_at) VALUES ('old', $1, 'rejected', $2, 1, $3, 1)",
+                )
+                .bind(i64::from(a.iteration))
+                .bind(a.score.get())
+                .bind(serde_json::to_string(a).unwrap())
+                .execute(&mut conn)
+                .await
+                .unwrap();
+            }
+            conn.close().await.unwrap();
+        }
+        let store = SqliteStore::open(path.to_str().unwrap()).await.unwrap();
+        let run = store.run("old").await.unwrap().unwrap();
+        assert_eq!((run.state, run.attempts.as_slice()), (RunState::Running, &history[..]));
+        assert!(run.answers.is_empty());
+        // And the new state is usable.
+        let mut waiting = result("old", RunStatus::AwaitingInput, history.to_vec());
+        waiting.halted_because = HaltReason::MaxIterations;
+        store.finish_run(&waiting, W).await.unwrap();
+        assert_eq!(store.run("old").await.unwrap().unwrap().state, RunState::AwaitingInput);
+    }
+
     /// The raw text of a text-mode run is stored once: not again as the attempt's artifact, nor
     /// as the result's.
     #[tokio::test]
@@ -1053,4 +1166,69 @@ async fn an_unreachable_postgres_is_an_open_error_without_its_password() {
 fn now_ms() -> i64 {
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
     i64::try_from(since.as_millis()).unwrap()
+}
+
+/// A run that stopped awaiting a person: listed as `awaiting_input`, never claimed nor resumed;
+/// an answer is kept with it and puts it back in the queue (or with the worker that continues
+/// it), once; an abort ends it as failed, with its escalation.
+async fn a_run_awaiting_an_answer(store: Arc<dyn Store>) {
+    let history = vec![attempt(1, 0.2, Some(json!([1]))), attempt(2, 0.3, Some(json!([2])))];
+    for id in ["wait-a", "wait-b", "wait-c"] {
+        store.insert_run(&held(id, &json!({"prompt": "p"}))).await.unwrap();
+        for a in &history {
+            store.save_attempt(id, W, a).await.unwrap();
+        }
+        let mut stopped = result(id, RunStatus::Failed, history.clone());
+        stopped.status = RunStatus::AwaitingInput;
+        store.finish_run(&stopped, W).await.unwrap();
+    }
+    let stored = store.run("wait-a").await.unwrap().unwrap();
+    assert_eq!(stored.state, RunState::AwaitingInput);
+    let stopped = stored.result.unwrap();
+    assert_eq!(stopped.status, RunStatus::AwaitingInput);
+    assert_eq!(stopped.escalation.unwrap().question, "Where is the city?");
+    let waiting =
+        store.list(&RunFilter { state: Some(RunState::AwaitingInput), ..RunFilter::default() }).await.unwrap();
+    assert_eq!(waiting.len(), 3);
+    assert!(store.claim_many(&lease("w2"), 10).await.unwrap().is_empty(), "an awaiting run is not claimed");
+    assert!(store.unfinished().await.unwrap().is_empty(), "nor resumed as unfinished");
+    assert_eq!(store.claim_run("wait-a", &lease("w2"), true).await.unwrap(), Claim::Finished(RunState::AwaitingInput));
+
+    // Answered: queued for any worker, the answer kept with the run, the attempts as they were.
+    let reply = PersonReply {
+        question: "Where is the city?".into(),
+        answer: "Toledo, OH".into(),
+        max_iterations: 3,
+        after_iteration: 2,
+        answered_at: Some("2026-11-24T10:00:00.000Z".into()),
+    };
+    store.answer_run("wait-a", &reply, None).await.unwrap();
+    let stored = store.run("wait-a").await.unwrap().unwrap();
+    assert_eq!((stored.state, stored.result.is_none()), (RunState::Queued, true));
+    assert_eq!(stored.answers, vec![reply.clone()]);
+    assert_eq!(stored.attempts, history);
+    assert!(matches!(
+        store.answer_run("wait-a", &reply, None).await,
+        Err(StoreError::NotAwaiting { state: RunState::Queued, .. })
+    ));
+    assert!(matches!(store.abort_run("wait-a").await, Err(StoreError::NotAwaiting { .. })));
+    let claimed: Vec<String> =
+        store.claim_many(&lease("w2"), 10).await.unwrap().into_iter().map(|c| c.run_id).collect();
+    assert_eq!(claimed, ["wait-a"]);
+
+    // Answered by the worker that continues it: held by that worker at once.
+    store.answer_run("wait-c", &reply, Some(&lease("w3"))).await.unwrap();
+    let stored = store.run("wait-c").await.unwrap().unwrap();
+    assert_eq!(stored.state, RunState::Running);
+    assert_eq!(stored.holder.map(|h| h.worker_id).as_deref(), Some("w3"));
+    store.save_attempt("wait-c", "w3", &attempt(3, 1.0, Some(json!([3])))).await.unwrap();
+
+    // Aborted: failed, with the result it stopped with.
+    let aborted = store.abort_run("wait-b").await.unwrap();
+    assert_eq!((aborted.status, aborted.history.len()), (RunStatus::Failed, 2));
+    assert!(aborted.escalation.is_some());
+    let stored = store.run("wait-b").await.unwrap().unwrap();
+    assert_eq!((stored.state, stored.result), (RunState::Failed, Some(aborted)));
+    assert!(matches!(store.abort_run("wait-b").await, Err(StoreError::NotAwaiting { state: RunState::Failed, .. })));
+    assert!(matches!(store.answer_run("nope", &reply, None).await, Err(StoreError::NotFound { .. })));
 }

@@ -263,6 +263,7 @@ const ENV_KEYS: &[(&str, &[&str])] = &[
     ("attempt_timeout", &["policy", "attempt_timeout"]),
     ("repeat_limit", &["policy", "repeat_limit"]),
     ("transport_retries", &["policy", "transport_retries"]),
+    ("on_escalation", &["policy", "on_escalation"]),
     ("auto_retry_on_test_fail", &["decide", "auto_retry_on_test_fail"]),
     ("auto_retry_on_review_reject", &["decide", "auto_retry_on_review_reject"]),
     ("escalation_includes_diff", &["decide", "escalation_includes_diff"]),

@@ -418,6 +418,11 @@ impl Executor {
         self.capacity
     }
 
+    /// Look for queued runs now (one was just queued from elsewhere, e.g. an answered run).
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
     /// Runs executing in this process.
     pub fn executing(&self) -> usize {
         self.capacity.saturating_sub(self.slots.available_permits())
@@ -688,7 +693,7 @@ impl Executor {
                 self.answer(id, Err(StoreError::NotFound { run_id: id.clone() }.into()));
             }
             let halted: Vec<String> =
-                states.iter().filter(|(_, state)| state.is_finished()).map(|(id, _)| id.clone()).collect();
+                states.iter().filter(|(_, state)| state.has_result()).map(|(id, _)| id.clone()).collect();
             match self.store().results(&halted).await {
                 Ok(results) => {
                     let mut unanswered: std::collections::HashSet<&String> = halted.iter().collect();
@@ -705,7 +710,7 @@ impl Executor {
             }
             for (run_id, state) in &states {
                 match state {
-                    RunState::Succeeded | RunState::Failed => {}
+                    RunState::Succeeded | RunState::Failed | RunState::AwaitingInput => {}
                     RunState::Queued => {
                         let due = self.waiters().get(run_id).is_some_and(|w| Instant::now() >= w.deadline);
                         if due && matches!(self.store().withdraw(run_id).await, Ok(true)) {

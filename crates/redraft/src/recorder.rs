@@ -5,7 +5,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use redraft_core::{AttemptRecord, Claim, NewRun, RunObserver, RunResult, Store, StoreError, StoredRun, Task};
+use redraft_core::{
+    AttemptRecord, Claim, NewRun, OnEscalation, PersonReply, RunObserver, RunResult, RunState, Store, StoreError,
+    StoredRun, Task,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ConfigError;
@@ -100,10 +103,18 @@ pub async fn start(
 ) -> Result<RunResult, ConfigError> {
     let run_id = how.run_id.get_or_insert_with(new_run_id).clone();
     let Some(worker) = worker else {
-        let (builder, task) = prepare(spec, setup, how.observers, None)?;
+        // Nobody could answer a run that is not kept: it fails as it would have.
+        if spec.on_escalation == Some(OnEscalation::Await) {
+            return Err(ConfigError::Invalid {
+                key: "on_escalation".into(),
+                message: "`await` keeps the run in the store until a person answers, and this run is not stored: record it (drop `--no-store`) or use `fail`".into(),
+            });
+        }
+        let spec = RunSpec { on_escalation: Some(OnEscalation::Fail), ..spec.clone() };
+        let (builder, task) = prepare(&spec, setup, how.observers, None)?;
         return builder
             .build()?
-            .run_with(task, RunOptions { run_id: Some(run_id), cancel: how.cancel, restore: Vec::new() })
+            .run_with(task, RunOptions { run_id: Some(run_id), cancel: how.cancel, ..RunOptions::default() })
             .await;
     };
     // Built (so checked) once, before the run is stored; the runner that checked it runs it.
@@ -126,7 +137,7 @@ pub async fn run_built(runner: Runner, task: Task, worker: &Arc<Worker>, how: St
         runner = runner.with_observer(o);
     }
     let runner = runner.with_observer(Arc::new(Recorder::holding(worker, &run_id)));
-    runner.run_with(task, RunOptions { run_id: Some(run_id), cancel: how.cancel, restore: Vec::new() }).await
+    runner.run_with(task, RunOptions { run_id: Some(run_id), cancel: how.cancel, ..RunOptions::default() }).await
 }
 
 /// Continue run `how.run_id`, which `worker` has just claimed, from its last recorded attempt:
@@ -144,7 +155,8 @@ pub async fn run_claimed(
         Some(stored) => *stored,
         None => worker.store().run(run_id).await?.ok_or_else(|| StoreError::NotFound { run_id: run_id.to_owned() })?,
     };
-    if let Some(result) = stored.result.filter(|_| stored.state.is_finished()) {
+    // Halted, or awaiting a person's answer (which puts it back to run).
+    if let Some(result) = stored.result.filter(|_| stored.state.has_result()) {
         return Ok(result);
     }
     let spec: RunSpec = match serde_json::from_value(stored.spec) {
@@ -163,9 +175,13 @@ pub async fn run_claimed(
         Ok(prepared) => prepared,
         Err(e) => return Err(fail_unrunnable(worker, run_id, stored.attempts, e).await),
     };
-    runner
-        .run_with(task, RunOptions { run_id: Some(run_id.to_owned()), cancel: how.cancel, restore: stored.attempts })
-        .await
+    let options = RunOptions {
+        run_id: Some(run_id.to_owned()),
+        cancel: how.cancel,
+        restore: stored.attempts,
+        answers: stored.answers,
+    };
+    runner.run_with(task, options).await
 }
 
 /// Continue a stored run from its last recorded attempt (`redraft runs resume`): claimed for
@@ -200,6 +216,67 @@ pub async fn resume(
         }
         Claim::Finished(_) | Claim::Claimed { .. } => {}
     }
+    let _hold = worker.hold(run_id, how.cancel.clone());
+    run_claimed(run_id, None, setup, worker, Start { run_id: Some(run_id.to_owned()), ..how }).await
+}
+
+/// A person's answer to the escalation of `stored`, a run awaiting one, giving it
+/// `max_iterations` more attempts (by default as many as its spec gave it, else the config's):
+/// checked against the setup's ceilings. Nothing is stored.
+pub fn person_reply(
+    stored: &StoredRun,
+    answer: &str,
+    max_iterations: Option<u32>,
+    setup: &SpecSetup<'_>,
+) -> Result<PersonReply, ConfigError> {
+    let run_id = &stored.run_id;
+    if stored.state != RunState::AwaitingInput {
+        return Err(StoreError::NotAwaiting { run_id: run_id.clone(), state: stored.state }.into());
+    }
+    let answer = answer.trim();
+    if answer.is_empty() {
+        return Err(ConfigError::Invalid {
+            key: "answer".into(),
+            message: "is empty: write what the run should know or do, or abort the run instead".into(),
+        });
+    }
+    let question = stored.result.as_ref().and_then(|r| r.escalation.as_ref()).map(|e| e.question.clone());
+    let spec_max = stored.spec.get("max_iterations").and_then(serde_json::Value::as_u64);
+    let max_iterations = match max_iterations {
+        Some(n) => n,
+        None => spec_max.and_then(|n| u32::try_from(n).ok()).unwrap_or(setup.config.policy.max_iterations),
+    };
+    if max_iterations == 0 || max_iterations > setup.ceilings.max_iterations {
+        return Err(ConfigError::Invalid {
+            key: "max_iterations".into(),
+            message: format!(
+                "`{max_iterations}` attempts after the answer: give between 1 and {}",
+                setup.ceilings.max_iterations.min(1000)
+            ),
+        });
+    }
+    Ok(PersonReply {
+        question: question.unwrap_or_default(),
+        answer: answer.to_owned(),
+        max_iterations,
+        after_iteration: u32::try_from(stored.attempts.len()).unwrap_or(u32::MAX),
+        answered_at: Some(redraft_core::time::rfc3339_ms(crate::clock::now_ms())),
+    })
+}
+
+/// Give a person's answer to run `run_id`, awaiting one, and continue it in this process, held
+/// by `worker` (`redraft runs answer`): from where it stopped, the answer given to the model.
+pub async fn answer(
+    run_id: &str,
+    answer: &str,
+    max_iterations: Option<u32>,
+    setup: &SpecSetup<'_>,
+    worker: &Arc<Worker>,
+    how: Start,
+) -> Result<RunResult, ConfigError> {
+    let stored = worker.store().run(run_id).await?.ok_or_else(|| StoreError::NotFound { run_id: run_id.to_owned() })?;
+    let reply = person_reply(&stored, answer, max_iterations, setup)?;
+    worker.store().answer_run(run_id, &reply, Some(&worker.lease())).await?;
     let _hold = worker.hold(run_id, how.cancel.clone());
     run_claimed(run_id, None, setup, worker, Start { run_id: Some(run_id.to_owned()), ..how }).await
 }

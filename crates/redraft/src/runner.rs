@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use redraft_core::{
     ArtifactSource, AttemptEnd, AttemptOutcome, AttemptRecord, Candidate, Ceilings, ChatProvider, ChatRequest,
-    ChatResponse, Engine, EvalInput, Evaluator, Fallback, Interruption, Mode, Next, Plan, Policy, Price, PromptStyle,
-    ProviderError, RetryDecision, RetryPolicy, RunObserver, RunResult, Strategy, Task, Templates, ToolSpec, Verdict,
+    ChatResponse, Engine, EvalInput, Evaluator, Fallback, Interruption, Mode, Next, PersonReply, Plan, Policy, Price,
+    PromptStyle, ProviderError, RetryDecision, RetryPolicy, RunObserver, RunResult, Strategy, Task, Templates,
+    ToolSpec, Verdict,
 };
 use redraft_eval::{Formats, SchemaEvaluator};
 use serde_json::Value;
@@ -294,12 +295,19 @@ impl RunnerBuilder {
 }
 
 /// How a run starts: its id (by default a new UUIDv7), a cancellation token, and the attempts
-/// to replay when resuming.
+/// to replay when resuming, with the answers people gave to its escalations (each given when
+/// the replay reaches the attempt it followed).
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     pub run_id: Option<String>,
     pub cancel: CancellationToken,
     pub restore: Vec<AttemptRecord>,
+    pub answers: Vec<PersonReply>,
+}
+
+/// Give a person's answer to the engine of a run being replayed.
+fn give_answer(engine: &mut Engine, reply: PersonReply) -> Result<(), ConfigError> {
+    engine.answer(reply).map_err(|e| ConfigError::Invalid { key: "answer".into(), message: e.to_string() })
 }
 
 /// A new run id: a UUIDv7 string.
@@ -384,11 +392,18 @@ impl Runner {
     }
 
     async fn drive(&self, run_id: String, task: Task, options: RunOptions) -> Result<Finished, ConfigError> {
-        let RunOptions { restore, cancel, .. } = options;
+        let RunOptions { restore, answers, cancel, .. } = options;
         let context = task.context.clone().unwrap_or(Value::Null);
         let mut engine = Engine::new(self.plan(task))?;
+        let mut answers = answers.into_iter().peekable();
         for record in restore {
+            while let Some(reply) = answers.next_if(|a| a.after_iteration as usize <= engine.history().len()) {
+                give_answer(&mut engine, reply)?;
+            }
             engine.restore(record);
+        }
+        for reply in answers {
+            give_answer(&mut engine, reply)?;
         }
         let start = Instant::now();
         let deadline = engine.plan().policy.max_wall_time.map(|d| start + d);

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redraft_core::duration::serde_human;
-use redraft_core::{Ceilings, Directive, Issue, Message, Mode, Policy, PromptStyle, Strategy, Task, ToolSpec, codes};
+use redraft_core::{
+    Ceilings, Directive, Issue, Message, Mode, OnEscalation, Policy, PromptStyle, Strategy, Task, ToolSpec, codes,
+};
 use redraft_eval::kind::Kinds;
 use redraft_eval::{Formats, SchemaEvaluator};
 use redraft_providers::{AgentCommand, CommandProvider};
@@ -95,6 +97,10 @@ pub struct RunSpec {
     pub attempt_timeout: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat_limit: Option<u32>,
+    /// `"await"`: a run that would fail waits for a person's answer instead (`"fail"`: it fails).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub on_escalation: Option<OnEscalation>,
     /// Evaluate the raw text instead of extracting JSON.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub text: bool,
@@ -177,6 +183,7 @@ impl RunSpec {
         p.max_wall_time = self.max_wall_time.or(p.max_wall_time);
         p.attempt_timeout = self.attempt_timeout.unwrap_or(p.attempt_timeout);
         p.repeat_limit = self.repeat_limit.unwrap_or(p.repeat_limit);
+        p.on_escalation = self.on_escalation.unwrap_or(p.on_escalation);
         p
     }
 

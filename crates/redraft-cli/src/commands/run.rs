@@ -88,6 +88,7 @@ fn spec_from_args(args: &RunArgs) -> Result<RunSpec> {
             .as_deref()
             .map(|s| serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_owned()))),
         agent: (!args.agent.is_empty()).then(|| args.agent.clone()),
+        on_escalation: args.await_answer.then_some(redraft::core::OnEscalation::Await),
         ..RunSpec::default()
     };
     apply_policy_flags(&mut spec, &args.policy)?;

@@ -1,4 +1,5 @@
-//! `redraft runs list|show|resume`: the recorded audit trail.
+//! `redraft runs list|show|resume|answer|abort`: the recorded audit trail, and the runs
+//! waiting for a person.
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -23,7 +24,7 @@ pub async fn run(which: RunsCommand, config_path: Option<&Path>) -> Result<Outco
         RunsCommand::List { status, limit, json } => {
             let state =
                 status.as_deref().map(str::parse::<RunState>).transpose().map_err(|e| anyhow!("`--status`: {e}"))?;
-            let runs = store.list(&RunFilter { state, limit: Some(limit) }).await?;
+            let runs = store.list(&RunFilter { state, limit: Some(limit), ..RunFilter::default() }).await?;
             if json {
                 serde_json::to_writer_pretty(&mut stdout, &runs)?;
                 writeln!(stdout)?;
@@ -93,6 +94,30 @@ pub async fn run(which: RunsCommand, config_path: Option<&Path>) -> Result<Outco
             let worker = Worker::start(store, &config.queue);
             let result = recorder::resume(&run_id, &setup, &worker, how, force).await?;
             report(&result, json, false)
+        }
+        RunsCommand::Answer { run_id, answer, max_iterations, json, kinds } => {
+            drop(stdout);
+            let cwd = std::env::current_dir().map_err(|e| anyhow!("cannot read the current directory: {e}"))?;
+            let mut setup = SpecSetup::local(&config, cwd);
+            if let Some(dir) = &kinds {
+                setup.kinds = Some(Arc::new(crate::commands::kinds::load(Some(dir), &config)?));
+            }
+            let mut how = Start::default();
+            if std::io::stderr().is_terminal() {
+                how.observers.push(Arc::new(ProgressLines { max_iterations: config.policy.max_iterations }));
+            }
+            let worker = Worker::start(store, &config.queue);
+            let result = recorder::answer(&run_id, &answer, max_iterations, &setup, &worker, how).await?;
+            report(&result, json, false)
+        }
+        RunsCommand::Abort { run_id, json } => {
+            let result = store.abort_run(&run_id).await?;
+            if json {
+                serde_json::to_writer_pretty(&mut stdout, &result)?;
+                writeln!(stdout)?;
+            }
+            eprintln!("redraft: run {run_id} aborted: it failed (halted because {})", result.halted_because);
+            Ok(Outcome::Success)
         }
     }
 }

@@ -81,6 +81,11 @@ async fn run_help_lists_every_flag() {
                                         escalation) on stdout instead of only the artifact
           --no-store                    Do not record the run in the store (`.redraft/redraft.db` by
                                         default)
+          --await                       When the run would fail (its attempts ran out, stopped improving
+                                        or repeated), stop it awaiting your answer instead, kept in the
+                                        store: `redraft runs answer ID "text"` continues it with the
+                                        answer, `redraft runs abort ID` ends it. The config's
+                                        `on_escalation = "await"` does too
           --progress <WHEN>             A progress line per attempt on stderr. By default, only when
                                         stderr is a terminal [default: auto] [possible values: auto,
                                         always, never]

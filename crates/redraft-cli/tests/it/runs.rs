@@ -179,3 +179,103 @@ async fn runs_are_recorded_unless_asked_not_to_and_listed_by_state() {
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("run `nope` is not in the store"), "{}", out.stderr);
 }
+
+/// `run --await`: a run that would fail stops awaiting an answer (exit 1, saying how to answer);
+/// `runs answer` continues it here with the answer given to the model, and it succeeds; the
+/// history keeps the answer on the attempt that received it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_awaiting_run_is_answered_from_the_command_line_and_finishes_on_the_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "s.json", SCHEMA);
+    let model = FakeOpenAi::start(vec![
+        reply(r#"{"city": "Louisville"}"#),
+        reply(r#"{"city": "Louisville"}"#),
+        reply(r#"{"city": "Toledo"}"#),
+    ])
+    .await;
+    let run = |args: &[&str]| {
+        let mut c = redraft(dir.path());
+        c.env("OPENAI_BASE_URL", model.base_url()).args(args);
+        output(c)
+    };
+    let out = run(&[
+        "run",
+        "--model",
+        "openai/fake",
+        "--schema",
+        "s.json",
+        "--prompt",
+        "Which city?",
+        "--max-iterations",
+        "1",
+        "--await",
+    ])
+    .await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("awaits your answer"), "{}", out.stderr);
+    let runs = runs_json(dir.path()).await;
+    assert_eq!(runs[0]["state"], "awaiting_input");
+    let run_id = runs[0]["run_id"].as_str().unwrap().to_owned();
+    assert!(out.stderr.contains(&format!("redraft runs answer {run_id}")), "{}", out.stderr);
+    let listed = run(&["runs", "list", "--status", "awaiting_input"]).await;
+    assert!(listed.stdout.contains(&run_id), "{}", listed.stdout);
+
+    // Bad answers: exit 2, nothing asked.
+    for bad in
+        [vec!["runs", "answer", &run_id, "   "], vec!["runs", "answer", &run_id, "Toledo", "--max-iterations", "0"]]
+    {
+        let out = run(&bad).await;
+        assert_eq!(out.code, 2, "{bad:?}: {}", out.stderr);
+    }
+    assert_eq!(model.calls().await, 1);
+
+    let out =
+        run(&["runs", "answer", &run_id, "The contract is in Toledo, OH", "--max-iterations", "2", "--json"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!((result["status"].as_str(), result["iterations"].as_u64()), (Some("succeeded"), Some(3)), "{result}");
+    let reply = &result["history"][1]["reply"];
+    assert_eq!(
+        (reply["answer"].as_str(), reply["after_iteration"].as_u64()),
+        (Some("The contract is in Toledo, OH"), Some(1))
+    );
+    assert!(result["history"][2].get("reply").is_none());
+    let told = last_user_message(&model.bodies().await[1]);
+    assert!(told.contains("Answer: The contract is in Toledo, OH"), "{told}");
+    assert_eq!(model.calls().await, 3);
+
+    // Halted now: a second answer and an abort are refused, exit 2.
+    for again in [vec!["runs", "answer", &run_id, "again"], vec!["runs", "abort", &run_id]] {
+        let out = run(&again).await;
+        assert_eq!(out.code, 2, "{again:?}: {}", out.stderr);
+        assert!(out.stderr.contains("not awaiting"), "{again:?}: {}", out.stderr);
+    }
+}
+
+/// `runs abort` ends an awaiting run as failed, keeping its escalation; `--await` needs the
+/// store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_awaiting_run_is_aborted_and_await_needs_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "s.json", SCHEMA);
+    let model = FakeOpenAi::start(vec![reply(r#"{"city": "Louisville"}"#)]).await;
+    let run = |args: &[&str]| {
+        let mut c = redraft(dir.path());
+        c.env("OPENAI_BASE_URL", model.base_url()).args(args);
+        output(c)
+    };
+    let base =
+        ["run", "--model", "openai/fake", "--schema", "s.json", "--prompt", "Which city?", "--max-iterations", "1"];
+    let out = run(&[&base[..], &["--await", "--no-store"]].concat()).await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert_eq!(model.calls().await, 0);
+    let out = run(&[&base[..], &["--await"]].concat()).await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let run_id = runs_json(dir.path()).await[0]["run_id"].as_str().unwrap().to_owned();
+    let out = run(&["runs", "abort", &run_id, "--json"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(result["status"], "failed");
+    assert!(result["escalation"]["question"].is_string(), "{result}");
+    assert_eq!(runs_json(dir.path()).await[0]["state"], "failed");
+}

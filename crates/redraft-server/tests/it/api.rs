@@ -70,7 +70,8 @@ async fn iterate_answers_200_with_the_result_of_a_run_that_succeeds() {
           "started_at": "[time]",
           "finished_at": "[time]",
           "finish_reason": "stop",
-          "model": "fake/m"
+          "model": "fake/m",
+          "prompt": "[prompt]"
         },
         {
           "iteration": 2,
@@ -89,7 +90,8 @@ async fn iterate_answers_200_with_the_result_of_a_run_that_succeeds() {
           "started_at": "[time]",
           "finished_at": "[time]",
           "finish_reason": "stop",
-          "model": "fake/m"
+          "model": "fake/m",
+          "prompt": "[prompt]"
         }
       ],
       "escalation": null
@@ -97,8 +99,12 @@ async fn iterate_answers_200_with_the_result_of_a_run_that_succeeds() {
     "#);
     // Recorded as it happened.
     let run_id = a.json["run_id"].as_str().unwrap();
-    let stored = h.call("GET", &format!("/v1/runs/{run_id}"), None).await;
-    assert_eq!(stored.json, a.json);
+    let mut stored = h.call("GET", &format!("/v1/runs/{run_id}"), None).await.json;
+    // With what was asked, and its state.
+    let fields = stored.as_object_mut().unwrap();
+    assert_eq!(fields.remove("state"), Some(json!("succeeded")));
+    assert_eq!(fields.remove("spec").unwrap()["prompt"], "Which city?");
+    assert_eq!(stored, a.json);
 }
 
 #[tokio::test]

@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_debug_implementations)] // test code
 
+mod answer;
 mod api;
 mod browser;
 mod compat;
@@ -39,6 +40,7 @@ macro_rules! assert_result_snapshot {
             ".best_ref" => "[best_ref]",
             ".metrics.wall_ms" => "[ms]",
             ".history[].wall_ms" => "[ms]",
+            ".history[].prompt" => "[prompt]",
             ".history[].started_at" => insta::dynamic_redaction(|v, _| { assert!(redraft_testkit::is_utc_time(v.as_str().unwrap_or_default()), "{v:?}"); "[time]" }),
             ".history[].finished_at" => insta::dynamic_redaction(|v, _| { assert!(redraft_testkit::is_utc_time(v.as_str().unwrap_or_default()), "{v:?}"); "[time]" }),
             ".error.run_id" => "[run_id]",

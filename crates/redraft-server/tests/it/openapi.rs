@@ -27,6 +27,7 @@ async fn the_document_lists_every_endpoint() {
     GET    /healthz 200
     GET    /metrics 200
     GET    /openapi.json 200
+    GET    /runs/{id} 200
     GET    /v1/kinds 200
     GET    /v1/kinds/{name} 200,404
     GET    /v1/models 200
@@ -37,9 +38,11 @@ async fn the_document_lists_every_endpoint() {
     POST   /v1/chat 200,400,502
     POST   /v1/chat/completions 200,400,422,502,503
     POST   /v1/decide 200,400
-    POST   /v1/iterate 200,400,403,404,422,503
+    POST   /v1/iterate 200,202,400,403,404,422,503
     POST   /v1/responses 200,400,422,502,503
     POST   /v1/runs 202,400,403,503
+    POST   /v1/runs/{id}/abort 200,404,409
+    POST   /v1/runs/{id}/answer 202,400,404,409
     POST   /v1/validate 200,400,404,422
     ");
     // The run spec is the one the code derives.

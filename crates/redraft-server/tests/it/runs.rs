@@ -42,8 +42,35 @@ async fn a_background_run_is_accepted_then_shown_and_listed() {
     assert_eq!(runs.len(), 1);
     assert_eq!((runs[0]["run_id"].as_str(), runs[0]["iterations"].as_u64()), (Some(run_id.as_str()), Some(2)));
     assert_eq!(runs[0]["model"], "fake/m");
+    assert_eq!(runs[0]["kind"], "city");
+    assert_eq!(listed.json["next_offset"], Value::Null);
     assert_eq!(h.call("GET", "/v1/runs?status=failed", None).await.json["runs"], json!([]));
-    for bad in ["/v1/runs?status=done", "/v1/runs?limit=0", "/v1/runs?limit=many"] {
+    // Filters by model, kind and text, and pages.
+    for (query, found) in [
+        ("model=fake/m&kind=city", true),
+        ("kind=invoice", false),
+        ("q=CONTRACT", true),
+        ("q=no+such+words", false),
+        ("model=fake", false),
+    ] {
+        let a = h.call("GET", &format!("/v1/runs?{query}"), None).await;
+        assert_eq!((a.status, a.json["runs"].as_array().unwrap().len()), (200, usize::from(found)), "{query}");
+    }
+    let first = h.call("GET", "/v1/runs?limit=1", None).await;
+    assert_eq!((first.json["runs"].as_array().unwrap().len(), first.json["next_offset"].as_u64()), (1, None));
+    assert_eq!(h.call("GET", "/v1/runs?offset=1", None).await.json["runs"], json!([]));
+    // The whole run: its result, its state and what was asked.
+    let shown = h.call("GET", &format!("/v1/runs/{run_id}"), None).await;
+    assert_eq!((shown.json["state"].as_str(), shown.json["status"].as_str()), (Some("succeeded"), Some("succeeded")));
+    assert_eq!(shown.json["spec"]["prompt"], "Which city is the contract in?");
+    assert_eq!(shown.json["spec"]["kind"], "city");
+    assert_eq!(shown.json["history"][0]["prompt"].as_str().map(|p| p.contains("Which city")), Some(true));
+    assert!(
+        shown.json["history"][1]["prompt"].as_str().unwrap().contains("Louisville"),
+        "the feedback: {}",
+        shown.text
+    );
+    for bad in ["/v1/runs?status=done", "/v1/runs?limit=0", "/v1/runs?limit=many", "/v1/runs?offset=-1"] {
         let a = h.call("GET", bad, None).await;
         assert_eq!((a.status, a.json["error"]["code"].as_str()), (400, Some("invalid_field")), "{bad}");
     }

@@ -263,7 +263,8 @@ async fn the_result_json_has_exactly_the_spec_shape() {
           "started_at": "[time]",
           "finished_at": "[time]",
           "finish_reason": "stop",
-          "model": "openai/fake"
+          "model": "openai/fake",
+          "prompt": "Where?\n\nAnswer with JSON that matches this JSON Schema:\n```json\n{\n  \"type\": \"object\",\n  \"required\": [\n    \"city\",\n    \"state\"\n  ],\n  \"properties\": {\n    \"city\": {\n      \"type\": \"string\"\n    },\n    \"state\": {\n      \"type\": \"string\",\n      \"minLength\": 2,\n      \"maxLength\": 2\n    }\n  }\n}\n```\n\nAn example of the expected shape (replace every placeholder with a real value):\n```json\n{\n  \"city\": \"<string>\",\n  \"state\": \"<string>\"\n}\n```\n\nAnswer with only the JSON value, no explanation."
         },
         {
           "iteration": 2,
@@ -283,7 +284,8 @@ async fn the_result_json_has_exactly_the_spec_shape() {
           "started_at": "[time]",
           "finished_at": "[time]",
           "finish_reason": "stop",
-          "model": "openai/fake"
+          "model": "openai/fake",
+          "prompt": "Attempt 2 of 3.\n\nYour previous answer (attempt 1) was rejected:\n```\nno json\n```\n\nProblems (1):\n1. (root): no JSON value was found in the answer; answer with only the JSON value [invalid_json]\n\nThe answer must have this shape (replace every placeholder with a real value):\n```json\n{\n  \"city\": \"<string>\",\n  \"state\": \"<string>\"\n}\n```\n\nReturn only the corrected JSON value, with no explanation."
         }
       ],
       "escalation": null
