@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use redraft::core::decide::IterationCheck;
-use redraft::core::duration;
+use redraft::core::{OnEscalation, duration};
 use redraft::spec::Directives;
 use redraft::{PromptStyle, RunSpec};
 use schemars::JsonSchema;
@@ -100,6 +100,37 @@ pub struct IterateArgs {
     /// default, the server's `coerce` (`true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coerce: Option<bool>,
+    /// What a run that would fail does: `fail` (by default, the server's `on_escalation`) or
+    /// `await`: it stops awaiting a person's answer, which the `answer` tool gives (the run is
+    /// kept in the server's store).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_escalation: Option<OnEscalationArg>,
+}
+
+/// What a run that would fail does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnEscalationArg {
+    Fail,
+    Await,
+}
+
+/// Arguments of `answer`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerArgs {
+    /// The run awaiting an answer (its `run_id`, from `iterate` with `on_escalation: "await"`).
+    pub run_id: String,
+    /// The answer to the run's escalation question, given to the model as a person's reply.
+    /// Leave it out with `abort: true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+    /// Attempts the run may make after the answer (by default as many as it had).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_iterations: Option<u32>,
+    /// End the run as failed instead of answering it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub abort: bool,
 }
 
 /// A duration: `"90s"`, `"5m"`, `"1h30m"`, `"250ms"`, or a number of seconds.
@@ -170,6 +201,10 @@ impl IterateArgs {
             sandbox: self.sandbox.map(|s| match s {
                 SandboxArg::Name(name) => Value::String(name),
                 SandboxArg::Spec(spec) => Value::Object(spec),
+            }),
+            on_escalation: self.on_escalation.map(|o| match o {
+                OnEscalationArg::Fail => OnEscalation::Fail,
+                OnEscalationArg::Await => OnEscalation::Await,
             }),
             // Agent commands are for the local CLI only.
             ..RunSpec::default()

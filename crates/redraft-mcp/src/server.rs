@@ -1,4 +1,4 @@
-//! The MCP server: five tools over one shared setup, with per-session state.
+//! The MCP server: six tools over one shared setup, with per-session state.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -25,7 +25,7 @@ use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serde_json::{Value, json};
 
-use crate::args::{self, DecideArgs, ExampleArgs, IterateArgs, Object, SubmitArgs, ValidateArgs};
+use crate::args::{self, AnswerArgs, DecideArgs, ExampleArgs, IterateArgs, Object, SubmitArgs, ValidateArgs};
 use crate::reply;
 use crate::submit::{Limits, Submissions};
 use crate::target::{Target, schema_key};
@@ -172,7 +172,13 @@ an independent check (a kind via `target_type`, an inline `schema`, or `evaluato
 every problem is fed back, until the answer passes or a limit is hit. Returns the run's result as JSON: `status` \
 (succeeded|failed), `halted_because`, `artifact` (the accepted answer, or the best so far), `iterations`, `history` \
 of attempts with their issues, `metrics`, and on failure an `escalation` with a question for a person. A failed run \
-is a normal result, not an error.";
+is a normal result, not an error. With `on_escalation: \"await\"` a run that would fail stops as `awaiting_input` \
+instead, and the `answer` tool continues it with a person's answer to the question.";
+
+const ANSWER: &str = "Answer the escalation question of a run awaiting input (`status: awaiting_input`, from \
+`iterate` with `on_escalation: \"await\"`): the run goes on from where it stopped, the model getting the answer as a \
+person's reply, with `max_iterations` more attempts (by default as many as it had). Returns the run's result as \
+`iterate` does. `abort: true` ends the run as failed instead.";
 
 const VALIDATE: &str = "Check an artifact against a registered kind (`target_type`: its JSON Schema, then its \
 rules, which read `context`) or an inline JSON `schema`. Returns `{passed, issues}`; each issue has a JSON Pointer \
@@ -195,7 +201,8 @@ detected and a question for a person. Checks of the same `task_id` in this sessi
 
 const INSTRUCTIONS: &str = "redraft checks work instead of trusting it. `iterate` runs a model in a checked retry \
 loop; `submit` judges artifacts you write yourself and counts your attempts; `validate` checks without counting; \
-`example` shows a kind's expected shape; `decide` answers proceed/retry/escalate for test-and-review iterations.";
+`example` shows a kind's expected shape; `decide` answers proceed/retry/escalate for test-and-review iterations; \
+`answer` continues a run that awaits a person's answer.";
 
 /// A tool's input schema from its argument type.
 fn input<T: schemars::JsonSchema + 'static>() -> Arc<JsonObject> {
@@ -221,6 +228,18 @@ impl RedraftMcp {
         Self { shared: self.shared.clone(), session: Arc::default(), tool_router: Self::tool_router() }
     }
 
+    /// How this face sets runs up: its config, guard and ceilings, and the kinds.
+    fn spec_setup(&self) -> SpecSetup<'_> {
+        let setup = &self.shared.setup;
+        SpecSetup {
+            config: &setup.config,
+            workdir: setup.workdir.clone(),
+            guard: setup.guard.clone(),
+            ceilings: setup.ceilings.clone(),
+            kinds: self.shared.kinds().ok(),
+        }
+    }
+
     #[tool(name = "iterate", description = ITERATE, input_schema = input::<IterateArgs>())]
     async fn iterate(&self, arguments: JsonObject, context: RequestContext<RoleServer>) -> CallToolResult {
         let spec = match args::parse::<IterateArgs>("iterate", arguments).and_then(IterateArgs::into_spec) {
@@ -228,13 +247,7 @@ impl RedraftMcp {
             Err(message) => return reply::bad_request(message),
         };
         let setup = &self.shared.setup;
-        let spec_setup = SpecSetup {
-            config: &setup.config,
-            workdir: setup.workdir.clone(),
-            guard: setup.guard.clone(),
-            ceilings: setup.ceilings.clone(),
-            kinds: self.shared.kinds().ok(),
-        };
+        let spec_setup = self.spec_setup();
         let mut how = Start { cancel: context.ct.clone(), ..Start::default() };
         if let Some(token) = context.meta.get_progress_token() {
             let total = spec.policy(&setup.config.policy).max_iterations;
@@ -247,6 +260,42 @@ impl RedraftMcp {
                 Ok(value) => reply::json(value),
                 Err(e) => reply::bad_request(format!("cannot write the result: {e}")),
             },
+            Err(e) => reply::bad_request(describe(e)),
+        }
+    }
+
+    #[tool(name = "answer", description = ANSWER, input_schema = input::<AnswerArgs>())]
+    async fn answer(&self, arguments: JsonObject, context: RequestContext<RoleServer>) -> CallToolResult {
+        let args = match args::parse::<AnswerArgs>("answer", arguments) {
+            Ok(args) => args,
+            Err(message) => return reply::bad_request(message),
+        };
+        let setup = &self.shared.setup;
+        let Some(store) = setup.store.clone() else {
+            return reply::bad_request(
+                "this server records no runs, so none awaits an answer: start it with a store (`database_url`)"
+                    .to_owned(),
+            );
+        };
+        let result = if args.abort {
+            if args.answer.is_some() || args.max_iterations.is_some() {
+                return reply::bad_request(
+                    "`abort: true` ends the run: give no `answer` or `max_iterations`".to_owned(),
+                );
+            }
+            store.abort_run(&args.run_id).await.map_err(ConfigError::from)
+        } else {
+            let Some(answer) = args.answer.as_deref() else {
+                return reply::bad_request("give the `answer` to the run's question, or `abort: true`".to_owned());
+            };
+            let spec_setup = self.spec_setup();
+            let how = Start { cancel: context.ct.clone(), ..Start::default() };
+            let worker = Worker::start(store, &setup.config.queue);
+            recorder::answer(&args.run_id, answer, args.max_iterations, &spec_setup, &worker, how).await
+        };
+        match result.map(|r| serde_json::to_value(&r)) {
+            Ok(Ok(value)) => reply::json(value),
+            Ok(Err(e)) => reply::bad_request(format!("cannot write the result: {e}")),
             Err(e) => reply::bad_request(describe(e)),
         }
     }

@@ -107,7 +107,7 @@ pub async fn start(
         if spec.on_escalation == Some(OnEscalation::Await) {
             return Err(ConfigError::Invalid {
                 key: "on_escalation".into(),
-                message: "`await` keeps the run in the store until a person answers, and this run is not stored: record it (drop `--no-store`) or use `fail`".into(),
+                message: "`await` keeps the run in the store until a person answers, and this run is not recorded: record it in a store (without `--no-store`) or use `fail`".into(),
             });
         }
         let spec = RunSpec { on_escalation: Some(OnEscalation::Fail), ..spec.clone() };

@@ -68,6 +68,8 @@ async fn the_official_python_client_drives_every_tool() {
     let server = FakeOpenAi::start(vec![
         reply(r#"{"city": "Toledo", "state": "Ohio"}"#),
         reply("```json\n{\"city\": \"Toledo\", \"state\": \"OH\"}\n```"),
+        reply(r#"{"city": "Louisville", "state": "Kentucky"}"#),
+        reply(r#"{"city": "Toledo", "state": "OH"}"#),
     ])
     .await;
     let dir = tempfile::tempdir().unwrap();
@@ -86,7 +88,7 @@ async fn the_official_python_client_drives_every_tool() {
     assert_eq!(out.code, 0, "the client failed:\n{}\n{}", out.stderr, out.stdout);
     let report: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(report["server"], "redraft");
-    assert_eq!(report["tools"], json!(["decide", "example", "iterate", "submit", "validate"]));
+    assert_eq!(report["tools"], json!(["answer", "decide", "example", "iterate", "submit", "validate"]));
     assert_eq!(report["iterate"]["status"], "succeeded");
     assert_eq!(report["iterate"]["iterations"], 2);
     assert_eq!(report["validate"]["issues"][0]["code"], "rule:city_matches");
@@ -97,7 +99,10 @@ async fn the_official_python_client_drives_every_tool() {
     assert!(submits[1].starts_with("Attempt 2 of 3: rejected."), "{}", submits[1]);
     assert_eq!(submits[2], "Attempt 3 of 3: accepted.");
     assert_eq!(report["decide"]["action"], "escalate");
-    assert_eq!(server.calls().await, 2);
+    assert_eq!(report["answer"], json!({"status": "succeeded", "iterations": 2, "reply": "C-8 is in Toledo, OH."}));
+    let told = redraft_testkit::last_user_message(&server.bodies().await[3]);
+    assert!(told.contains("Answer: C-8 is in Toledo, OH."), "{told}");
+    assert_eq!(server.calls().await, 4);
 
     // The run was recorded in the store, as `redraft run` records its runs.
     let run_id = report["iterate"]["run_id"].as_str().unwrap();

@@ -109,3 +109,59 @@ async fn no_model_anywhere_is_a_tool_error_naming_the_argument() {
     let err = client.error("iterate", json!({"prompt": "x"})).await;
     assert!(err.contains("no model is named") && err.contains("pass `model`"), "{err}");
 }
+
+/// `iterate` with `on_escalation: "await"` stops a run that would fail awaiting an answer; the
+/// `answer` tool continues it with the answer (or aborts it); without a store there is nothing
+/// to answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_awaiting_run_is_answered_or_aborted_with_the_answer_tool() {
+    let server = FakeOpenAi::start(vec![
+        reply(r#"{"city": "Louisville", "state": "Kentucky"}"#),
+        reply(r#"{"city": "Toledo", "state": "OH"}"#),
+        reply(r#"{"city": "Dayton", "state": "Ohio"}"#),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = fake_config(&server, "");
+    cfg.database_url = Some(dir.path().join("runs.db").display().to_string());
+    let store = redraft::store::open(&cfg).await.unwrap();
+    let mut s = setup(cfg.clone());
+    s.store = Some(store.clone());
+    let mut client = Client::start(s).await;
+    let awaiting =
+        json!({"prompt": "Where is contract C-7?", "schema": schema(), "max_iterations": 1, "on_escalation": "await"});
+
+    let run = client.ok("iterate", awaiting.clone()).await;
+    assert_eq!(
+        (run["status"].as_str(), run["halted_because"].as_str()),
+        (Some("awaiting_input"), Some("max_iterations"))
+    );
+    let run_id = run["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(store.run(&run_id).await.unwrap().unwrap().state, RunState::AwaitingInput);
+    for (bad, says) in [
+        (json!({"run_id": run_id}), "give the `answer`"),
+        (json!({"run_id": run_id, "answer": "x", "abort": true}), "`abort: true` ends the run"),
+        (json!({"run_id": run_id, "answer": "x", "max_iterations": 0}), "max_iterations"),
+        (json!({"run_id": "nope", "answer": "x"}), "nope"),
+    ] {
+        let err = client.error("answer", bad.clone()).await;
+        assert!(err.contains(says), "{bad}: {err}");
+    }
+    assert_eq!(server.calls().await, 1);
+    let done = client.ok("answer", json!({"run_id": run_id, "answer": "C-7 is in Toledo, OH"})).await;
+    assert_eq!((done["status"].as_str(), done["iterations"].as_u64()), (Some("succeeded"), Some(2)), "{done}");
+    assert_eq!(done["history"][1]["reply"]["answer"], "C-7 is in Toledo, OH");
+    assert_eq!(store.run(&run_id).await.unwrap().unwrap().state, RunState::Succeeded);
+
+    let second = client.ok("iterate", awaiting).await;
+    let aborted = client.ok("answer", json!({"run_id": second["run_id"], "abort": true})).await;
+    assert_eq!(aborted["status"], "failed");
+    assert!(aborted["escalation"]["question"].is_string());
+
+    // A server without a store: nothing can await.
+    let mut bare = Client::start(setup(cfg)).await;
+    let err = bare.error("answer", json!({"run_id": run_id, "answer": "x"})).await;
+    assert!(err.contains("records no runs"), "{err}");
+    let err = bare.error("iterate", json!({"prompt": "p", "schema": schema(), "on_escalation": "await"})).await;
+    assert!(err.contains("not recorded"), "{err}");
+}

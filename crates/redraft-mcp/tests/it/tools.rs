@@ -5,8 +5,8 @@ async fn the_tools_and_their_input_schemas() {
     let mut client = Client::start(setup(config(""))).await;
     let listed = client.request("tools/list", serde_json::json!({})).await;
     let names: Vec<&str> = listed["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names.len(), 5);
-    for name in ["iterate", "validate", "example", "submit", "decide"] {
+    assert_eq!(names.len(), 6);
+    for name in ["iterate", "validate", "example", "submit", "decide", "answer"] {
         assert!(names.contains(&name), "{name} is missing: {names:?}");
     }
     // The SPEC 8 argument names of `iterate` are in its schema (serde aliases would not be).

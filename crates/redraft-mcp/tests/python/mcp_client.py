@@ -18,7 +18,7 @@ import sys
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-TOOLS = ["decide", "example", "iterate", "submit", "validate"]
+TOOLS = ["answer", "decide", "example", "iterate", "submit", "validate"]
 
 SCHEMA = {
     "type": "object",
@@ -91,6 +91,28 @@ async def session_run(args, report: dict) -> None:
             check(run["iterations"] == 2, f"iterate took {run['iterations']} attempts, not 2")
             check(run["artifact"] == {"city": "Toledo", "state": "OH"}, f"iterate: artifact {run['artifact']}")
             report["iterate"] = {k: run[k] for k in ("run_id", "status", "iterations", "artifact")}
+
+            # iterate awaiting a person, then answer: a wrong answer stops the run awaiting input,
+            # and the answer continues it to a right one.
+            result = await session.call_tool(
+                "iterate",
+                {"prompt": "Where is contract C-8?", "schema": SCHEMA, "max_iterations": 1,
+                 "on_escalation": "await", "timeout": "30s"},
+            )
+            waiting = structured(result, "iterate")
+            check(waiting["status"] == "awaiting_input", f"iterate with await: {waiting['status']}")
+            check(bool(waiting["escalation"]["question"]), f"no question: {waiting['escalation']}")
+            result = await session.call_tool(
+                "answer", {"run_id": waiting["run_id"], "answer": "C-8 is in Toledo, OH."})
+            answered = structured(result, "answer")
+            check(answered["status"] == "succeeded", f"answer: {answered['status']} ({answered.get('escalation')})")
+            report["answer"] = {
+                "status": answered["status"],
+                "iterations": answered["iterations"],
+                "reply": answered["history"][1]["reply"]["answer"],
+            }
+            result = await session.call_tool("answer", {"run_id": waiting["run_id"], "answer": "again"})
+            check(result.is_error and "not awaiting" in text(result), f"a second answer: {text(result)}")
 
             # validate: a fill whose first worker is in the wrong city.
             context = json.loads(args.context)
