@@ -295,6 +295,25 @@ pub struct UntilArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
 
+    /// Why this loop may take more than 3 iterations: needed with `--max-iter` above 3, and
+    /// written in decisions.md.
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+
+    /// When the loop hits its cap (its iterations ran out, stopped improving or repeated):
+    /// `fail` escalates; `ask` shows the escalation and asks you on the terminal, then goes on
+    /// with your answer for as many iterations again (an empty answer stops it).
+    #[arg(long, value_enum, default_value_t = OnCap::Fail, value_name = "WHAT")]
+    pub on_cap: OnCap,
+
+    /// Where the loop's outcome is recorded: one dated entry appended per loop.
+    #[arg(long, value_name = "FILE", default_value = "decisions.md")]
+    pub decisions: PathBuf,
+
+    /// Do not append the loop's outcome to decisions.md.
+    #[arg(long)]
+    pub no_decisions: bool,
+
     /// Print the whole result as JSON (artifact, history, metrics, escalation) on stdout.
     #[arg(long)]
     pub json: bool,
@@ -306,6 +325,15 @@ pub struct UntilArgs {
     /// The agent command and its arguments.
     #[arg(last = true, value_name = "AGENT", required = true)]
     pub agent: Vec<String>,
+}
+
+/// What `redraft until` does when the loop hits its cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnCap {
+    // Escalate: write escalation.md and exit 1.
+    Fail,
+    // Ask on the terminal and go on with the answer.
+    Ask,
 }
 
 /// `--no-format-check`, shared by every command that checks against JSON Schemas.

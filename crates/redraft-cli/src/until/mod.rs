@@ -5,6 +5,7 @@
 //! agent's turn ends — when the workspace is read, before any evaluator runs — and after any
 //! iteration that ended early and at the end of the loop; a change rejects the iteration.
 
+mod decisions;
 mod lock;
 mod protect;
 mod report;
@@ -17,17 +18,19 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Result, anyhow};
 use redraft::config::Config;
-use redraft::core::{ArtifactSource, EvalInput, Evaluator, EvaluatorError, Strategy, Verdict};
+use redraft::core::{
+    ArtifactSource, EvalInput, Evaluator, EvaluatorError, OnEscalation, PersonReply, RunStatus, Strategy, Verdict,
+};
 use redraft::eval::ExecEvaluator;
 use redraft::providers::{AgentCommand, CommandProvider};
-use redraft::{AttemptRecord, CancellationToken, Mode, RunObserver, RunSpec, Runner, Task};
+use redraft::{AttemptRecord, CancellationToken, Mode, RunObserver, RunOptions, RunResult, RunSpec, Runner, Task};
 use serde_json::Value;
 
 use self::lock::Lock;
 use self::protect::{Finding, ProtectEvaluator, Protected};
 use self::report::IterationReport;
 use self::workspace::{Snapshot, Workspace};
-use crate::args::{Progress, UntilArgs};
+use crate::args::{OnCap, Progress, UntilArgs};
 use crate::commands::Outcome;
 use crate::commands::run::apply_policy_flags;
 use crate::input;
@@ -208,7 +211,11 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
     let config = Config::load(config_path)?;
     let mut flags = RunSpec::default();
     apply_policy_flags(&mut flags, &args.policy)?;
-    let policy = flags.policy(&config.policy);
+    let mut policy = flags.policy(&config.policy);
+    check_reason(policy.max_iterations, args.policy.max_iterations.is_some(), args.reason.as_deref())?;
+    if args.on_cap == OnCap::Ask {
+        policy.on_escalation = OnEscalation::Await;
+    }
     if args.agent.is_empty() {
         return Err(anyhow!(
             "no agent command was given\nhint: put it after `--`, e.g. `redraft until --verify 'cargo test' -- my-agent --fix`"
@@ -254,7 +261,7 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
     let dir = report::task_dir(&root, &task_id);
     let max = policy.max_iterations;
 
-    let mut task_text = prompt;
+    let mut task_text = prompt.clone();
     task_text.push_str(&format!("\n\nWhen you are done, this command must pass (exit 0): `{}`", args.verify));
     if protected.has_rules() {
         let globs: Vec<String> = args.protect.iter().map(|g| format!("`{g}`")).collect();
@@ -310,20 +317,67 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
             on_ctrl_c.cancel();
         }
     });
-    let result = runner.run_until_cancelled(Task::new(task_text), cancel).await;
+    let task = Task::new(task_text);
+    let mut answers: Vec<PersonReply> = Vec::new();
+    let mut options = RunOptions { cancel: cancel.clone(), ..RunOptions::default() };
+    let result = loop {
+        let result = match runner.run_with(task.clone(), options.clone()).await {
+            Ok(r) => r,
+            Err(e) => {
+                shared.settle_protected("when the loop stopped");
+                return Err(e.into());
+            }
+        };
+        if result.status != RunStatus::AwaitingInput {
+            break result;
+        }
+        // `--on-cap ask`: the person decides whether the loop goes on, and with what.
+        shared.settle_protected("when the loop reached its cap");
+        match ask(&result, max, &cancel).await? {
+            Some(reply) => {
+                answers.push(reply);
+                options = RunOptions {
+                    run_id: Some(result.run_id.clone()),
+                    cancel: cancel.clone(),
+                    restore: result.history.clone(),
+                    answers: answers.clone(),
+                };
+            }
+            None => break RunResult { status: RunStatus::Failed, ..result },
+        }
+    };
     shared.settle_protected("when the loop stopped");
-    let result = result?;
 
+    let now = shared.snapshot()?;
+    let changes = tokio::task::block_in_place(|| shared.workspace.stat(&shared.baseline, &now))
+        .unwrap_or_else(|e| format!("(cannot list the changes: {e})"));
     let written = if result.succeeded() {
-        let cumulative = tokio::task::block_in_place(|| {
-            shared.snapshot().and_then(|now| shared.workspace.diff(&shared.baseline, &now))
-        })?;
+        let cumulative = tokio::task::block_in_place(|| shared.workspace.diff(&shared.baseline, &now))?;
         report::write_final(&dir, &task_id, &args.verify, &result, &cumulative)?
     } else {
         let diffs = shared.diffs.lock().map(|d| d.clone()).unwrap_or_default();
         let include = config.decide.escalation_includes_diff.then_some(diffs.as_slice());
         report::write_escalation(&dir, &task_id, &args.verify, &result, include)?
     };
+    if !args.no_decisions {
+        let entry = decisions::Entry {
+            task: &task_id,
+            prompt: &prompt,
+            verify: &args.verify,
+            result: &result,
+            max_iterations: max,
+            reason: args.reason.as_deref(),
+            changes: &changes,
+            report: written.strip_prefix(&root).unwrap_or(&written),
+            answers: &answers,
+            at: &redraft::clock::now_rfc3339(),
+        };
+        let path = root.join(&args.decisions);
+        // The loop's own reports are written; a decisions file that cannot be is said, not fatal.
+        if let Err(e) = decisions::append(&path, &entry) {
+            eprintln!("warning: {e}");
+        }
+    }
     if args.json {
         let mut stdout = std::io::stdout().lock();
         serde_json::to_writer_pretty(&mut stdout, &result)?;
@@ -342,6 +396,51 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
         eprintln!("see {}", written.display());
         Ok(Outcome::Failed)
     }
+}
+
+/// Loops of more than this many iterations need a reason, recorded with their outcome.
+const ITERATIONS_WITHOUT_REASON: u32 = 3;
+
+/// Refuse a cap above 3 iterations without a reason (from `--max-iter`, or the config when
+/// `flagged` is false).
+fn check_reason(max: u32, flagged: bool, reason: Option<&str>) -> Result<()> {
+    if max <= ITERATIONS_WITHOUT_REASON || reason.is_some_and(|r| !r.trim().is_empty()) {
+        return Ok(());
+    }
+    let from =
+        if flagged { format!("`--max-iter {max}`") } else { format!("`max_iterations = {max}` from the config") };
+    Err(anyhow!(
+        "{from} lets the agent loop more than {ITERATIONS_WITHOUT_REASON} times, which needs a reason\nhint: say why with `--reason TEXT` (it is written in decisions.md), or use `--max-iter {ITERATIONS_WITHOUT_REASON}` or fewer"
+    ))
+}
+
+/// Show the escalation of a loop that hit its cap and ask for an answer on the terminal:
+/// `None` when the person gives none (an empty line, end of input, Ctrl-C).
+async fn ask(result: &RunResult, max: u32, cancel: &CancellationToken) -> Result<Option<PersonReply>> {
+    eprint!("{}", crate::output::escalation_text(result));
+    let question = result.escalation.as_ref().map(|e| e.question.clone()).unwrap_or_default();
+    eprint!("Your answer, given to the agent for {max} more iteration(s) (empty to stop): ");
+    let _ = std::io::stderr().flush();
+    let read = tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).map(|_| line)
+    });
+    let line = tokio::select! {
+        read = read => read.map_err(|e| anyhow!("cannot read the answer: {e}"))?.map_err(|e| anyhow!("cannot read the answer: {e}"))?,
+        () = cancel.cancelled() => String::new(),
+    };
+    let answer = line.trim();
+    if answer.is_empty() {
+        eprintln!("\nredraft: no answer: the loop stops here");
+        return Ok(None);
+    }
+    Ok(Some(PersonReply {
+        question,
+        answer: answer.to_owned(),
+        max_iterations: max,
+        after_iteration: result.iterations,
+        answered_at: Some(redraft::clock::now_rfc3339()),
+    }))
 }
 
 fn agent_name(argv: &[String]) -> String {

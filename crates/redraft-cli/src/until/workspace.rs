@@ -82,6 +82,22 @@ impl Workspace {
         }
     }
 
+    /// What changed between two snapshots, for a person: git's diff stat (files with their
+    /// added and removed lines), or without git the files added (`A`), modified (`M`) and
+    /// deleted (`D`).
+    pub fn stat(&self, before: &Snapshot, after: &Snapshot) -> Result<String> {
+        match (before, after) {
+            (Snapshot::Git(a), Snapshot::Git(b)) if a == b => Ok(String::new()),
+            (Snapshot::Git(a), Snapshot::Git(b)) => {
+                self.git(&["diff", "--stat=100", "--no-color", "--no-ext-diff", a, b], None)
+            }
+            (Snapshot::Files(a), Snapshot::Files(b)) => {
+                Ok(file_changes(a, b).into_iter().map(|(kind, path, _, _)| format!("{kind} {path}\n")).collect())
+            }
+            _ => Err(anyhow!("snapshots of different kinds cannot be compared")),
+        }
+    }
+
     /// The paths that differ between two snapshots.
     pub fn changed_paths(&self, before: &Snapshot, after: &Snapshot) -> Result<Vec<String>> {
         match (before, after) {
@@ -143,19 +159,36 @@ fn walk(root: &Path, dir: &Path, files: &mut BTreeMap<String, String>) -> Result
 fn file_diff(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> String {
     let short = |h: &str| h.get(..12).unwrap_or(h).to_owned();
     let mut out = String::new();
+    for (kind, path, old, new) in file_changes(a, b) {
+        match (old, new) {
+            (Some(old), Some(new)) => out.push_str(&format!("{kind} {path} {} -> {}\n", short(old), short(new))),
+            (_, Some(hash)) | (Some(hash), _) => out.push_str(&format!("{kind} {path} {}\n", short(hash))),
+            (None, None) => {}
+        }
+    }
+    out
+}
+
+/// The files added (`A`), modified (`M`) and then deleted (`D`) between two listings, with
+/// their hashes before and after.
+fn file_changes<'a>(
+    a: &'a BTreeMap<String, String>,
+    b: &'a BTreeMap<String, String>,
+) -> Vec<(char, &'a str, Option<&'a str>, Option<&'a str>)> {
+    let mut changes = Vec::new();
     for (path, hash) in b {
         match a.get(path) {
-            None => out.push_str(&format!("A {path} {}\n", short(hash))),
-            Some(old) if old != hash => out.push_str(&format!("M {path} {} -> {}\n", short(old), short(hash))),
+            None => changes.push(('A', path.as_str(), None, Some(hash.as_str()))),
+            Some(old) if old != hash => changes.push(('M', path.as_str(), Some(old.as_str()), Some(hash.as_str()))),
             Some(_) => {}
         }
     }
     for (path, hash) in a {
         if !b.contains_key(path) {
-            out.push_str(&format!("D {path} {}\n", short(hash)));
+            changes.push(('D', path.as_str(), Some(hash.as_str()), None));
         }
     }
-    out
+    changes
 }
 
 #[cfg(test)]

@@ -149,6 +149,16 @@ async fn until_help_lists_every_flag() {
                                         = off). By default, 2
           --temperature <T>             Sampling temperature. By default, the provider's
           --max-tokens <N>              Output token limit per attempt. By default, the provider's
+          --reason <TEXT>               Why this loop may take more than 3 iterations: needed with
+                                        `--max-iter` above 3, and written in decisions.md
+          --on-cap <WHAT>               When the loop hits its cap (its iterations ran out, stopped
+                                        improving or repeated): `fail` escalates; `ask` shows the
+                                        escalation and asks you on the terminal, then goes on with your
+                                        answer for as many iterations again (an empty answer stops it)
+                                        [default: fail] [possible values: fail, ask]
+          --decisions <FILE>            Where the loop's outcome is recorded: one dated entry appended
+                                        per loop [default: decisions.md]
+          --no-decisions                Do not append the loop's outcome to decisions.md
           --json                        Print the whole result as JSON (artifact, history, metrics,
                                         escalation) on stdout
           --progress <WHEN>             A progress line per iteration on stderr. By default, only when
