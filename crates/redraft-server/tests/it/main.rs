@@ -7,6 +7,7 @@
 mod answer;
 mod api;
 mod browser;
+mod cdp;
 mod compat;
 mod gate;
 mod hostile_exec;
