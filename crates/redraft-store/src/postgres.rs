@@ -228,6 +228,15 @@ const CLAIM_QUEUED: &str = concat!(
     run_with_attempts_columns!()
 );
 
+/// End at once a transaction that changes nothing. A dropped one is rolled back only when its
+/// connection is next used, and the row locks it took (`FOR UPDATE`) are held until then:
+/// claims (`SKIP LOCKED`) would pass the row over, and writes to it would wait.
+async fn abandon(tx: Transaction<'static, Postgres>) {
+    if let Err(e) = tx.rollback().await {
+        tracing::debug!("rolling back a transaction that changed nothing: {e}");
+    }
+}
+
 /// Make `run_id` running under `lease`.
 async fn take(tx: &mut Transaction<'static, Postgres>, run_id: &str, lease: &Lease<'_>) -> Result<(), sqlx::Error> {
     sqlx::query(
@@ -347,12 +356,22 @@ impl Store for PostgresStore {
         .await
         .map_err(|e| failed(action(), e))?;
         let Some((state, holder, lease_until, now)) = row else {
+            abandon(tx).await;
             return Err(StoreError::NotFound { run_id: run_id.to_owned() });
         };
-        let state = crate::rows::state(run_id, &state)?;
+        let state = match crate::rows::state(run_id, &state) {
+            Ok(state) => state,
+            Err(e) => {
+                abandon(tx).await;
+                return Err(e);
+            }
+        };
         let claim = match decide_claim(state, holder, lease_until, lease.worker_id, now, force) {
             Ok(claim) => claim,
-            Err(other) => return Ok(other),
+            Err(other) => {
+                abandon(tx).await;
+                return Ok(other);
+            }
         };
         take(&mut tx, run_id, lease).await.map_err(|e| failed(action(), e))?;
         tx.commit().await.map_err(|e| failed(action(), e))?;
@@ -409,10 +428,19 @@ impl Store for PostgresStore {
                 .await
                 .map_err(|e| failed(action(), e))?;
         let Some((state, answers)) = row else {
+            abandon(tx).await;
             return Err(StoreError::NotFound { run_id: run_id.to_owned() });
         };
-        crate::rows::must_await(run_id, crate::rows::state(run_id, &state)?)?;
-        let answers = crate::rows::with_answer(run_id, answers.as_deref(), reply)?;
+        let checked = crate::rows::state(run_id, &state)
+            .and_then(|state| crate::rows::must_await(run_id, state))
+            .and_then(|()| crate::rows::with_answer(run_id, answers.as_deref(), reply));
+        let answers = match checked {
+            Ok(answers) => answers,
+            Err(e) => {
+                abandon(tx).await;
+                return Err(e);
+            }
+        };
         // Queued for any worker (a run its own process started too), or held by the one that
         // continues it now.
         let (state, worker_id, lease) = match holder {
@@ -447,10 +475,19 @@ impl Store for PostgresStore {
         .await
         .map_err(|e| failed(action(), e))?;
         let Some((state, result)) = row else {
+            abandon(tx).await;
             return Err(StoreError::NotFound { run_id: run_id.to_owned() });
         };
-        crate::rows::must_await(run_id, crate::rows::state(run_id, &state)?)?;
-        let result = crate::rows::aborted_result(run_id, result.as_deref())?;
+        let checked = crate::rows::state(run_id, &state)
+            .and_then(|state| crate::rows::must_await(run_id, state))
+            .and_then(|()| crate::rows::aborted_result(run_id, result.as_deref()));
+        let result = match checked {
+            Ok(result) => result,
+            Err(e) => {
+                abandon(tx).await;
+                return Err(e);
+            }
+        };
         sqlx::query(
             "UPDATE runs SET state = 'failed', result = $2::json, updated_at = redraft_now_ms() WHERE id = $1 AND state = 'awaiting_input'",
         )

@@ -142,6 +142,14 @@ impl SqliteStore {
     }
 }
 
+/// End at once a write that changes nothing. A dropped transaction is rolled back only when its
+/// connection is next used, and other processes wait for its write lock until then.
+async fn abandon(tx: Transaction<'static, Sqlite>) {
+    if let Err(e) = tx.rollback().await {
+        tracing::debug!("rolling back a write that changed nothing: {e}");
+    }
+}
+
 async fn migrate(pool: &SqlitePool, location: &str) -> Result<(), StoreError> {
     MIGRATOR.run(pool).await.map_err(|e| StoreError::Open {
         location: location.to_owned(),
@@ -258,12 +266,22 @@ impl Store for SqliteStore {
         .await
         .map_err(|e| failed(action(), e))?;
         let Some((state, holder, lease_until)) = row else {
+            abandon(tx).await;
             return Err(StoreError::NotFound { run_id: run_id.to_owned() });
         };
-        let state = crate::rows::state(run_id, &state)?;
+        let state = match crate::rows::state(run_id, &state) {
+            Ok(state) => state,
+            Err(e) => {
+                abandon(tx).await;
+                return Err(e);
+            }
+        };
         let claim = match decide_claim(state, holder, lease_until, lease.worker_id, now, force) {
             Ok(claim) => claim,
-            Err(other) => return Ok(other),
+            Err(other) => {
+                abandon(tx).await;
+                return Ok(other);
+            }
         };
         take(&mut tx, run_id, lease, now).await.map_err(|e| failed(action(), e))?;
         tx.commit().await.map_err(|e| failed(action(), e))?;
@@ -321,10 +339,19 @@ impl Store for SqliteStore {
             .await
             .map_err(|e| failed(action(), e))?;
         let Some((state, answers)) = row else {
+            abandon(tx).await;
             return Err(StoreError::NotFound { run_id: run_id.to_owned() });
         };
-        crate::rows::must_await(run_id, crate::rows::state(run_id, &state)?)?;
-        let answers = crate::rows::with_answer(run_id, answers.as_deref(), reply)?;
+        let checked = crate::rows::state(run_id, &state)
+            .and_then(|state| crate::rows::must_await(run_id, state))
+            .and_then(|()| crate::rows::with_answer(run_id, answers.as_deref(), reply));
+        let answers = match checked {
+            Ok(answers) => answers,
+            Err(e) => {
+                abandon(tx).await;
+                return Err(e);
+            }
+        };
         // Queued for any worker (a run its own process started too), or held by the one that
         // continues it now.
         let (state, worker_id, lease) = match holder {
@@ -358,10 +385,19 @@ impl Store for SqliteStore {
             .await
             .map_err(|e| failed(action(), e))?;
         let Some((state, result)) = row else {
+            abandon(tx).await;
             return Err(StoreError::NotFound { run_id: run_id.to_owned() });
         };
-        crate::rows::must_await(run_id, crate::rows::state(run_id, &state)?)?;
-        let result = crate::rows::aborted_result(run_id, result.as_deref())?;
+        let checked = crate::rows::state(run_id, &state)
+            .and_then(|state| crate::rows::must_await(run_id, state))
+            .and_then(|()| crate::rows::aborted_result(run_id, result.as_deref()));
+        let result = match checked {
+            Ok(result) => result,
+            Err(e) => {
+                abandon(tx).await;
+                return Err(e);
+            }
+        };
         sqlx::query(
             "UPDATE runs SET state = 'failed', result = $2, updated_at = $3 WHERE id = $1 AND state = 'awaiting_input'",
         )

@@ -13,7 +13,7 @@ mod workspace;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Result, anyhow};
@@ -169,7 +169,8 @@ struct Journal {
     agent: Arc<CommandProvider>,
     dir: PathBuf,
     task: String,
-    max: u32,
+    /// Iterations the loop may make: the cap, raised by each answer at the cap.
+    limit: Arc<AtomicU32>,
 }
 
 #[async_trait::async_trait]
@@ -201,7 +202,9 @@ impl RunObserver for Journal {
         if let Ok(mut d) = s.diffs.lock() {
             d.push((attempt.iteration, report.diff.clone()));
         }
-        if let Err(e) = report::write_iteration(&self.dir, &self.task, self.max, attempt, &report) {
+        if let Err(e) =
+            report::write_iteration(&self.dir, &self.task, self.limit.load(Ordering::SeqCst), attempt, &report)
+        {
             tracing::error!("{e}");
         }
     }
@@ -260,6 +263,7 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
     }
     let dir = report::task_dir(&root, &task_id);
     let max = policy.max_iterations;
+    let limit = Arc::new(AtomicU32::new(max));
 
     let mut task_text = prompt.clone();
     task_text.push_str(&format!("\n\nWhen you are done, this command must pass (exit 0): `{}`", args.verify));
@@ -294,7 +298,7 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
             agent: agent.clone(),
             dir: dir.clone(),
             task: task_id.clone(),
-            max,
+            limit: limit.clone(),
         }));
     builder = builder.feedback_max_chars(config.feedback_max_chars).temperature_step(config.temperature_step);
     if let Some(t) = flags.temperature.or(config.temperature) {
@@ -335,6 +339,7 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
         shared.settle_protected("when the loop reached its cap");
         match ask(&result, max, &cancel).await? {
             Some(reply) => {
+                limit.fetch_add(reply.max_iterations, Ordering::SeqCst);
                 answers.push(reply);
                 options = RunOptions {
                     run_id: Some(result.run_id.clone()),

@@ -180,6 +180,8 @@ async fn on_cap_ask_continues_with_the_persons_answer() {
     assert!(third.contains("Answer: calc.sh must print the sum of its two arguments"), "{third}");
     let second = std::fs::read_to_string(prompts.path().join("stdin-2.txt")).unwrap();
     assert!(!second.contains("Answer:"), "{second}");
+    let report = std::fs::read_to_string(dir.path().join(".redraft/iterations/ask/3.md")).unwrap();
+    assert!(report.starts_with("# Iteration 3 of 4 — accepted"), "the answer raised the cap: {report}");
     let decisions = std::fs::read_to_string(dir.path().join("decisions.md")).unwrap();
     assert!(decisions.contains("converged at iteration 3"), "{decisions}");
     assert!(decisions.contains("- a person answered after iteration 2: calc.sh must print the sum"), "{decisions}");
