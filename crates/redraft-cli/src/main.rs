@@ -26,14 +26,20 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// walks its whole heap and hands back pages it faults in again moments later (a tenth of a
 /// server's CPU in a burst of 5,000 runs when it collected every 10 ms). So a thread collects
 /// at most every [`COLLECT_EVERY`] while it is busy, and every [`COLLECT_EVERY_IDLE`] once
-/// its last sleep lasted [`IDLE_SLEEP`] or more: the first time it goes back to sleep after a
-/// quiet spell it gives the burst's memory back.
+/// the process is quiet: its last sleep lasted [`IDLE_SLEEP`] or more, or at most
+/// [`FEW_TASKS`] tasks are left. The second is what catches the end of a burst: a thread that
+/// goes to sleep as the last runs finish may not wake again for a long time, and must not keep
+/// the burst's memory meanwhile.
 fn give_back_memory() {
     let now = std::time::Instant::now();
-    let quiet = SLEPT.get() >= IDLE_SLEEP;
+    let slept_long = SLEPT.get() >= IDLE_SLEEP;
     PARKED.set(Some(now));
-    let every = if quiet { COLLECT_EVERY_IDLE } else { COLLECT_EVERY };
-    if LAST_COLLECT.get().is_some_and(|last| now.duration_since(last) < every) {
+    let since = LAST_COLLECT.get().map(|last| now.duration_since(last));
+    if since.is_some_and(|since| since < COLLECT_EVERY_IDLE) {
+        return;
+    }
+    // Between the two limits, only a quiet process collects (the task count is read only then).
+    if since.is_some_and(|since| since < COLLECT_EVERY) && !slept_long && !few_tasks() {
         return;
     }
     LAST_COLLECT.set(Some(now));
@@ -44,6 +50,12 @@ fn give_back_memory() {
         libmimalloc_sys::mi_collect(true)
     }
     trim_c_heap(now);
+}
+
+/// Whether the runtime has at most [`FEW_TASKS`] tasks alive (its own background ones and a
+/// few requests): a burst is over.
+fn few_tasks() -> bool {
+    tokio::runtime::Handle::try_current().is_ok_and(|h| h.metrics().num_alive_tasks() <= FEW_TASKS)
 }
 
 /// Called by each runtime thread as it wakes: how long it slept.
@@ -96,6 +108,9 @@ const COLLECT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How often a quiet one does, at most.
 const COLLECT_EVERY_IDLE: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// This many tasks alive or fewer make the process quiet.
+const FEW_TASKS: usize = 64;
 
 /// A sleep this long or longer makes a thread quiet.
 const IDLE_SLEEP: std::time::Duration = std::time::Duration::from_millis(50);
