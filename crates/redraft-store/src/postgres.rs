@@ -431,10 +431,7 @@ impl Store for PostgresStore {
             abandon(tx).await;
             return Err(StoreError::NotFound { run_id: run_id.to_owned() });
         };
-        let checked = crate::rows::state(run_id, &state)
-            .and_then(|state| crate::rows::must_await(run_id, state))
-            .and_then(|()| crate::rows::with_answer(run_id, answers.as_deref(), reply));
-        let answers = match checked {
+        let answers = match crate::rows::answered(run_id, &state, answers.as_deref(), reply) {
             Ok(answers) => answers,
             Err(e) => {
                 abandon(tx).await;
@@ -478,10 +475,7 @@ impl Store for PostgresStore {
             abandon(tx).await;
             return Err(StoreError::NotFound { run_id: run_id.to_owned() });
         };
-        let checked = crate::rows::state(run_id, &state)
-            .and_then(|state| crate::rows::must_await(run_id, state))
-            .and_then(|()| crate::rows::aborted_result(run_id, result.as_deref()));
-        let result = match checked {
+        let result = match crate::rows::aborted(run_id, &state, result.as_deref()) {
             Ok(result) => result,
             Err(e) => {
                 abandon(tx).await;

@@ -389,6 +389,25 @@ pub(crate) fn aborted_result(run_id: &str, stored: Option<&str>) -> Result<Strin
     Ok(value.to_string())
 }
 
+/// The answers to store once `reply` answers run `run_id` (stored in `state`, with `answers`):
+/// refused unless it awaits one.
+pub(crate) fn answered(
+    run_id: &str,
+    state_text: &str,
+    answers: Option<&str>,
+    reply: &PersonReply,
+) -> Result<String, StoreError> {
+    must_await(run_id, state(run_id, state_text)?)?;
+    with_answer(run_id, answers, reply)
+}
+
+/// The result to store once run `run_id` (stored in `state`, with `result`) is aborted:
+/// refused unless it awaits an answer.
+pub(crate) fn aborted(run_id: &str, state_text: &str, result: Option<&str>) -> Result<String, StoreError> {
+    must_await(run_id, state(run_id, state_text)?)?;
+    aborted_result(run_id, result)
+}
+
 /// Refuse an answer or an abort unless the run awaits one.
 pub(crate) fn must_await(run_id: &str, state: RunState) -> Result<(), StoreError> {
     if state == RunState::AwaitingInput {

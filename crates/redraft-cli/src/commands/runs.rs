@@ -82,30 +82,14 @@ pub async fn run(which: RunsCommand, config_path: Option<&Path>) -> Result<Outco
         }
         RunsCommand::Resume { run_id, json, kinds, force } => {
             drop(stdout);
-            let cwd = std::env::current_dir().map_err(|e| anyhow!("cannot read the current directory: {e}"))?;
-            let mut setup = SpecSetup::local(&config, cwd);
-            if let Some(dir) = &kinds {
-                setup.kinds = Some(Arc::new(crate::commands::kinds::load(Some(dir), &config)?));
-            }
-            let mut how = Start::default();
-            if std::io::stderr().is_terminal() {
-                how.observers.push(Arc::new(ProgressLines { max_iterations: config.policy.max_iterations }));
-            }
+            let (setup, how) = continue_here(&config, kinds.as_ref())?;
             let worker = Worker::start(store, &config.queue);
             let result = recorder::resume(&run_id, &setup, &worker, how, force).await?;
             report(&result, json, false)
         }
         RunsCommand::Answer { run_id, answer, max_iterations, json, kinds } => {
             drop(stdout);
-            let cwd = std::env::current_dir().map_err(|e| anyhow!("cannot read the current directory: {e}"))?;
-            let mut setup = SpecSetup::local(&config, cwd);
-            if let Some(dir) = &kinds {
-                setup.kinds = Some(Arc::new(crate::commands::kinds::load(Some(dir), &config)?));
-            }
-            let mut how = Start::default();
-            if std::io::stderr().is_terminal() {
-                how.observers.push(Arc::new(ProgressLines { max_iterations: config.policy.max_iterations }));
-            }
+            let (setup, how) = continue_here(&config, kinds.as_ref())?;
             let worker = Worker::start(store, &config.queue);
             let result = recorder::answer(&run_id, &answer, max_iterations, &setup, &worker, how).await?;
             report(&result, json, false)
@@ -120,4 +104,19 @@ pub async fn run(which: RunsCommand, config_path: Option<&Path>) -> Result<Outco
             Ok(Outcome::Success)
         }
     }
+}
+
+/// How a stored run continues in this process: set up here (with the kinds in `kinds`, else
+/// the config's), with a progress line per attempt when stderr is a terminal.
+fn continue_here<'a>(config: &'a Config, kinds: Option<&std::path::PathBuf>) -> Result<(SpecSetup<'a>, Start)> {
+    let cwd = std::env::current_dir().map_err(|e| anyhow!("cannot read the current directory: {e}"))?;
+    let mut setup = SpecSetup::local(config, cwd);
+    if let Some(dir) = kinds {
+        setup.kinds = Some(Arc::new(crate::commands::kinds::load(Some(dir), config)?));
+    }
+    let mut how = Start::default();
+    if std::io::stderr().is_terminal() {
+        how.observers.push(Arc::new(ProgressLines { max_iterations: config.policy.max_iterations }));
+    }
+    Ok((setup, how))
 }
