@@ -81,6 +81,15 @@ pub enum RunsCommand {
         /// Only runs in this state: queued, running, succeeded, failed, awaiting_input.
         #[arg(long, value_name = "STATE")]
         status: Option<String>,
+        /// Only runs of this model (`provider/model`).
+        #[arg(long, value_name = "PROVIDER/MODEL")]
+        model: Option<String>,
+        /// Only runs checked against this kind.
+        #[arg(long, value_name = "NAME")]
+        kind: Option<String>,
+        /// Only runs whose id, model, kind or prompt contains this text (ignoring ASCII case).
+        #[arg(long, value_name = "TEXT")]
+        search: Option<String>,
         /// At most this many. By default, 20.
         #[arg(long, default_value_t = 20, value_name = "N")]
         limit: u32,

@@ -21,10 +21,11 @@ pub async fn run(which: RunsCommand, config_path: Option<&Path>) -> Result<Outco
     let store = redraft::store::open(&config).await?;
     let mut stdout = std::io::stdout().lock();
     match which {
-        RunsCommand::List { status, limit, json } => {
+        RunsCommand::List { status, model, kind, search, limit, json } => {
             let state =
                 status.as_deref().map(str::parse::<RunState>).transpose().map_err(|e| anyhow!("`--status`: {e}"))?;
-            let runs = store.list(&RunFilter { state, limit: Some(limit), ..RunFilter::default() }).await?;
+            let filter = RunFilter { state, model, kind, text: search, limit: Some(limit), offset: None };
+            let runs = store.list(&filter).await?;
             if json {
                 serde_json::to_writer_pretty(&mut stdout, &runs)?;
                 writeln!(stdout)?;

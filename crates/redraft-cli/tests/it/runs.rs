@@ -162,6 +162,21 @@ async fn runs_are_recorded_unless_asked_not_to_and_listed_by_state() {
     })
     .await;
     assert_eq!(out.stdout.lines().count(), 1, "{}", out.stdout);
+    for (filter, found) in [
+        (["--model", "mock/good.jsonl"], 1),
+        (["--model", "mock/nope.jsonl"], 0),
+        (["--search", "CITY?"], 2),
+        (["--search", "town"], 0),
+        (["--kind", "city"], 0),
+    ] {
+        let out = output({
+            let mut c = redraft(dir.path());
+            c.args(["runs", "list"]).args(filter);
+            c
+        })
+        .await;
+        assert_eq!((out.code, out.stdout.lines().count()), (0, found), "{filter:?}: {}", out.stdout);
+    }
     let out = output({
         let mut c = redraft(dir.path());
         c.args(["runs", "list", "--status", "done"]);
