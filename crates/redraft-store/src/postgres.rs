@@ -228,6 +228,12 @@ const CLAIM_QUEUED: &str = concat!(
     run_with_attempts_columns!()
 );
 
+/// Text PostgreSQL takes as a parameter: it refuses NUL characters, which the listed specs
+/// show as U+FFFD (see `list`).
+fn no_nul(text: &str) -> String {
+    text.replace('\0', "\u{fffd}")
+}
+
 /// End at once a transaction that changes nothing. A dropped one is rolled back only when its
 /// connection is next used, and the row locks it took (`FOR UPDATE`) are held until then:
 /// claims (`SKIP LOCKED`) would pass the row over, and writes to it would wait.
@@ -605,23 +611,27 @@ impl Store for PostgresStore {
     }
 
     async fn list(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
+        // The spec is read as `s`, with every `\u0000` in its text made U+FFFD first: PostgreSQL
+        // cannot extract a field of JSON holding one, and a single such request (a prompt with
+        // a NUL character) would otherwise fail every listing.
         let mut query = sqlx::QueryBuilder::new(
-            "SELECT id, state, created_at, updated_at, iterations, halted_because, best_score, model, (spec->>'kind') AS kind
-             FROM runs WHERE TRUE",
+            "SELECT id, state, created_at, updated_at, iterations, halted_because, best_score, model,
+                    s->>'kind' AS kind
+             FROM runs, LATERAL (SELECT replace(spec::text, '\\u0000', '\\ufffd')::json AS s) AS safe WHERE TRUE",
         );
         if let Some(state) = filter.state {
             query.push(" AND state = ").push_bind(state.as_str());
         }
         if let Some(model) = &filter.model {
-            query.push(" AND model = ").push_bind(model.clone());
+            query.push(" AND model = ").push_bind(no_nul(model));
         }
         if let Some(kind) = &filter.kind {
-            query.push(" AND (spec->>'kind') = ").push_bind(kind.clone());
+            query.push(" AND (s->>'kind') = ").push_bind(no_nul(kind));
         }
         if let Some(text) = filter.text.as_deref().filter(|t| !t.is_empty()) {
             query
-                .push(" AND strpos(lower(id || ' ' || coalesce(model, '') || ' ' || coalesce((spec->>'kind'), '') || ' ' || coalesce((spec->>'prompt'), '')), lower(")
-                .push_bind(text.to_owned())
+                .push(" AND strpos(lower(id || ' ' || coalesce(model, '') || ' ' || coalesce((s->>'kind'), '') || ' ' || coalesce((s->>'prompt'), '')), lower(")
+                .push_bind(no_nul(text))
                 .push(")) > 0");
         }
         query

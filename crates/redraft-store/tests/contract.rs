@@ -461,6 +461,17 @@ async fn list_filters_by_model_kind_and_text_and_pages(store: Arc<dyn Store>) {
     assert_eq!(ids(&list(RunFilter { text: Some("TOLEDO".into()), ..f() }).await), ["k1"]);
     assert_eq!(ids(&list(RunFilter { text: Some("k3".into()), ..f() }).await), ["k3"]);
     assert_eq!(ids(&list(RunFilter { text: Some("qwen".into()), ..f() }).await), ["k1"]);
+    // A request holding a NUL character (JSON `\u0000`, which PostgreSQL cannot turn into
+    // text) neither breaks the list nor hides from a search.
+    let nul = json!({"prompt": "Find the NUL\u{0}here", "model": "openai/gpt-5", "kind": "invoice"});
+    store.insert_run(&queued("k4", &nul)).await.unwrap();
+    assert_eq!(ids(&list(RunFilter { kind: Some("invoice".into()), ..f() }).await), ["k4", "k2", "k0"]);
+    assert_eq!(ids(&list(RunFilter { text: Some("find the nul".into()), ..f() }).await), ["k4"]);
+    assert_eq!(list(f()).await.len(), 5);
+    for odd in ["\u{0}", "nul\u{0}here", "\u{fffd}"] {
+        let found = store.list(&RunFilter { text: Some(odd.into()), model: Some(odd.into()), ..f() }).await;
+        assert!(found.is_ok_and(|runs| runs.is_empty()), "{odd:?}");
+    }
     // Characters that are wildcards in LIKE are plain text here.
     assert_eq!(ids(&list(RunFilter { text: Some("100% off_".into()), ..f() }).await), ["k2"]);
     assert!(list(RunFilter { text: Some("%".into()), kind: Some("staffing".into()), ..f() }).await.is_empty());
@@ -469,9 +480,9 @@ async fn list_filters_by_model_kind_and_text_and_pages(store: Arc<dyn Store>) {
     assert!(list(RunFilter { kind: Some("invoice".into()), state: Some(RunState::Running), ..f() }).await.is_empty());
     // Pages: newest first, `offset` skips.
     let page = |offset| list(RunFilter { limit: Some(3), offset: Some(offset), ..f() });
-    assert_eq!(ids(&page(0).await), ["k3", "k2", "k1"]);
-    assert_eq!(ids(&page(3).await), ["k0"]);
-    assert!(page(4).await.is_empty());
+    assert_eq!(ids(&page(0).await), ["k4", "k3", "k2"]);
+    assert_eq!(ids(&page(3).await), ["k1", "k0"]);
+    assert!(page(5).await.is_empty());
 }
 
 /// A text-mode attempt: the artifact is the raw text itself.
