@@ -19,7 +19,7 @@ use crate::policy::{Ceilings, HaltReason, OnEscalation, PlanError, Policy};
 use crate::price::{CostEstimate, OutputBasis, Price, estimate_tokens};
 use crate::prompt::{
     Feedback, FirstPrompt, FreshPrompt, PriorAttempt, PromptStyle, Prompts, Strategy, Templates, bare_skeleton,
-    fill_known, placeholder_paths, pretty, prose_pairs, render_context, skeleton_text, skeleton_value_text,
+    fill_known, placeholder_paths, placeholders_in, pretty, prose_pairs, render_context, skeleton_value_text,
     truncate_chars,
 };
 use crate::record::{
@@ -332,19 +332,17 @@ impl Engine {
         let schema_text = plan.schema.as_deref().filter(|_| structured).map(pretty);
         let show_schema = matches!(plan.prompt_style, PromptStyle::Schema | PromptStyle::Both);
         let show_example = matches!(plan.prompt_style, PromptStyle::Example | PromptStyle::Both);
-        let generated = plan.schema.as_deref().filter(|_| plan.example.is_none()).map(skeleton_text);
-        let (example, placeholders) = match (&plan.example, generated) {
+        // The example shown: the plan's own, or a skeleton generated from the schema (made
+        // once, for its text and for filling in later).
+        let generated = plan.schema.as_deref().filter(|_| show_example && structured && plan.example.is_none());
+        let generated = generated.map(bare_skeleton);
+        let (example, placeholders) = match (&plan.example, &generated) {
+            (_, _) if !(show_example && structured) => (None, Vec::new()),
             (Some(e), _) => (Some(pretty(e)), Vec::new()),
-            (None, Some((text, placeholders))) => (Some(text), placeholders),
+            (None, Some(value)) => (Some(skeleton_value_text(value)), placeholders_in(value)),
             (None, None) => (None, Vec::new()),
         };
-        let (example, placeholders) =
-            if show_example && structured { (example, placeholders) } else { (None, Vec::new()) };
-        let skeleton = plan
-            .schema
-            .as_deref()
-            .filter(|_| example.is_some() && plan.example.is_none() && plan.tool.is_none())
-            .map(bare_skeleton);
+        let skeleton = generated.filter(|_| plan.tool.is_none());
         let first_schema = schema_text.clone().filter(|_| show_schema);
         // After a rejection the shape is shown again the way the first prompt showed it: a
         // prompt that left the schema out (the example style, for models that echo a schema

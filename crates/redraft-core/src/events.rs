@@ -13,6 +13,14 @@ pub trait RunObserver: Send + Sync + std::fmt::Debug {
     /// An attempt was evaluated (or failed) and recorded.
     async fn attempt_finished(&self, _run_id: &str, _attempt: &AttemptRecord) {}
 
+    /// The run's last attempt was evaluated (or failed): the run halts after it, and
+    /// [`RunObserver::run_finished`] follows with this attempt in the result's history. By
+    /// default the same as [`RunObserver::attempt_finished`]; a store writes it with the
+    /// result, in one write.
+    async fn last_attempt_finished(&self, run_id: &str, attempt: &AttemptRecord) {
+        self.attempt_finished(run_id, attempt).await;
+    }
+
     /// A call to the proposer `model` (`provider/model`) failed with a transient `error` and
     /// will be retried (transport retries are not attempts).
     async fn transport_retry(&self, _run_id: &str, _model: &str, _error: &ProviderError) {}

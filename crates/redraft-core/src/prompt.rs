@@ -391,7 +391,21 @@ const BARE: [&str; 3] = ["<integer>", "<number>", "<boolean>"];
 
 /// The placeholders of [`PLACEHOLDERS`] that occur in `example` (a generated skeleton).
 pub fn placeholders_in(example: &Value) -> Vec<&'static str> {
-    PLACEHOLDERS.into_iter().filter(|p| !placeholder_paths(example, &[p]).is_empty()).collect()
+    fn walk(v: &Value, found: &mut [bool; PLACEHOLDERS.len()]) {
+        match v {
+            Value::String(s) => {
+                if let Some(i) = PLACEHOLDERS.iter().position(|p| *p == s.as_str()) {
+                    found[i] = true;
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|item| walk(item, found)),
+            Value::Object(map) => map.values().for_each(|item| walk(item, found)),
+            _ => {}
+        }
+    }
+    let mut found = [false; PLACEHOLDERS.len()];
+    walk(example, &mut found);
+    PLACEHOLDERS.into_iter().zip(found).filter_map(|(p, f)| f.then_some(p)).collect()
 }
 
 /// Where `value` holds one of `placeholders` as a string: (JSON Pointer, placeholder).

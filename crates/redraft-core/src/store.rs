@@ -259,6 +259,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Runs waiting in the queue.
     async fn queue_depth(&self) -> Result<u64, StoreError>;
 
+    /// Completes when another process may have queued runs since the last call, for a store
+    /// that can tell (PostgreSQL); never for one that cannot, whose workers find queued runs
+    /// by polling (they poll in any case).
+    async fn queued_elsewhere(&self) {
+        std::future::pending::<()>().await;
+    }
+
     /// The state of each of `run_ids` that is stored, in one read (for a process waiting on
     /// many runs at once).
     async fn states(&self, run_ids: &[String]) -> Result<Vec<(String, RunState)>, StoreError>;

@@ -1,16 +1,17 @@
-//! Connections within the open-files budget. Every connection holds a descriptor; past the
-//! budget a new connection is answered `503` with `Retry-After` and closed at once, instead of
-//! the process running out of descriptors (which would stall the accept loop and fail the
-//! runs in flight when they open their next connection to a model).
+//! Connections within the open-files budget. Every connection holds a descriptor, taken from
+//! the budget it shares with the runs ([`Files`]); past what it leaves them a new connection is
+//! answered `503` with `Retry-After` and closed at once, instead of the process running out of
+//! descriptors (which would stall the accept loop and fail the runs in flight when they open
+//! their next connection to a model).
 
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use redraft::limits::{FileHeld, Files};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -18,18 +19,17 @@ use crate::metrics::{Metrics, ShedReason};
 
 const REFUSAL_BODY: &str = r#"{"error":{"code":"overloaded","message":"the server holds as many connections as its open-files limit allows; retry later"}}"#;
 
-/// A listener that admits at most `max` connections at once.
+/// A listener that admits a connection while `files` has a descriptor for it.
 #[derive(Debug)]
 pub struct Bounded {
     inner: TcpListener,
-    live: Arc<AtomicUsize>,
-    max: usize,
+    files: Arc<Files>,
     metrics: Arc<Metrics>,
 }
 
 impl Bounded {
-    pub fn new(inner: TcpListener, max: usize, metrics: Arc<Metrics>) -> Self {
-        Self { inner, live: Arc::new(AtomicUsize::new(0)), max: max.max(1), metrics }
+    pub fn new(inner: TcpListener, files: Arc<Files>, metrics: Arc<Metrics>) -> Self {
+        Self { inner, files, metrics }
     }
 }
 
@@ -37,13 +37,7 @@ impl Bounded {
 #[derive(Debug)]
 pub struct Counted {
     io: TcpStream,
-    live: Arc<AtomicUsize>,
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.live.fetch_sub(1, Ordering::AcqRel);
-    }
+    _file: FileHeld,
 }
 
 impl AsyncRead for Counted {
@@ -86,14 +80,13 @@ impl axum::serve::Listener for Bounded {
         loop {
             match self.inner.accept().await {
                 Ok((io, addr)) => {
-                    if self.live.fetch_add(1, Ordering::AcqRel) >= self.max {
-                        self.live.fetch_sub(1, Ordering::AcqRel);
+                    let Some(file) = self.files.connection() else {
                         self.metrics.run_shed(ShedReason::Overloaded);
                         tokio::spawn(refuse(io));
                         continue;
-                    }
+                    };
                     let _ = io.set_nodelay(true);
-                    return (Counted { io, live: self.live.clone() }, addr);
+                    return (Counted { io, _file: file }, addr);
                 }
                 Err(e) if is_out_of_files(&e) => {
                     tracing::warn!("cannot accept a connection: {e}; waiting for descriptors to be freed");

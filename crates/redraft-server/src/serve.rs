@@ -5,9 +5,11 @@
 
 use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use redraft::ConfigError;
 use redraft::config::Config;
+use redraft::limits::Files;
 use tokio::net::TcpListener;
 
 use crate::listener::Bounded;
@@ -59,7 +61,7 @@ pub struct Server {
     listener: TcpListener,
     state: AppState,
     /// Connections admitted at once (the open-files budget left by the run slots).
-    max_connections: usize,
+    files: Arc<Files>,
 }
 
 /// Connections the kernel may hold before they are accepted (capped by its `somaxconn`). A
@@ -104,11 +106,12 @@ impl Server {
         }
         Allowed::from_config(&config.server, has_tokens)?;
         let mut config = config;
-        let max_connections = fit_to_open_files(&mut config);
+        let files = fit_to_open_files(&mut config);
         let store = redraft::store::open(&config).await?;
         let state = AppState::new(config, store, tokens)?;
+        state.executor().share_files(files.clone());
         let listener = listen(&addrs).map_err(|source| ServerError::Bind { addr, source })?;
-        Ok(Self { listener, state, max_connections })
+        Ok(Self { listener, state, files })
     }
 
     /// The address it listens on (with the port chosen when 0 was asked for).
@@ -126,8 +129,8 @@ impl Server {
     /// back in the queue (every attempt is already recorded; another worker, or the next
     /// start, resumes them) and return.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServerError> {
-        let Self { listener, state, max_connections } = self;
-        let listener = Bounded::new(listener, max_connections, state.shared_metrics());
+        let Self { listener, state, files } = self;
+        let listener = Bounded::new(listener, files, state.shared_metrics());
         let executor = state.executor().clone();
         let stop = state.shutdown().clone();
         let app = router(state.clone());
@@ -168,23 +171,26 @@ impl Server {
 }
 
 /// Fit the run slots and the connections to the open-files limit (raised to the hard limit
-/// first): of what the reserve and the commands' share leave, runs get at most a third and
-/// connections the rest (a connection waiting for its run in the queue costs one descriptor; a
-/// refused one is a 503 the client sees). Returns the connections admitted at once; past it a
-/// connection is answered 503.
-fn fit_to_open_files(config: &mut Config) -> usize {
+/// first). What the reserve and the commands' share leave is shared by runs and connections as
+/// they come ([`Files`]): runs always have a third of it (or all their slots need, if less), and
+/// take whatever else no connection holds; a connection is admitted while it leaves the runs
+/// that third (a connection waiting for its run in the queue costs one descriptor; a refused
+/// one is a 503 the client sees).
+fn fit_to_open_files(config: &mut Config) -> Arc<Files> {
     use redraft::limits::{FILES_PER_RUN, fit_slots, open_files, shared_files};
-    let Some(limit) = open_files() else { return usize::MAX };
+    let Some(limit) = open_files() else { return Files::new(u64::MAX, 0) };
     let shared = shared_files(limit);
     let slots = config.server.max_concurrent_runs;
-    if let Err(fit) = fit_slots(slots, shared / 3) {
+    // At least 16 connections, however low the limit.
+    let for_runs = shared.saturating_sub(16);
+    if let Err(fit) = fit_slots(slots, for_runs) {
         tracing::warn!(
-            "`[server] max_concurrent_runs` = {slots} needs more open files than the limit of {limit} leaves: executing {fit} at once (raise `ulimit -n` for more)"
+            "`[server] max_concurrent_runs` = {slots} needs more open files than the limit of {limit} leaves: executing at most {fit} at once, fewer while clients hold connections (raise `ulimit -n` for more)"
         );
         config.server.max_concurrent_runs = fit;
     }
     let runs = u64::try_from(config.server.max_concurrent_runs).unwrap_or(u64::MAX).saturating_mul(FILES_PER_RUN);
-    usize::try_from(shared.saturating_sub(runs)).unwrap_or(usize::MAX).max(16)
+    Files::new(shared.max(17), runs.min((shared / 3).max(1)))
 }
 
 /// Completes on Ctrl-C or SIGTERM.

@@ -193,7 +193,7 @@ impl<'c> Prepared<'c> {
             )?,
             finish: prepare(
                 "UPDATE runs SET state = ?2, halted_because = ?3, iterations = ?4, best_score = ?5, result = ?6,
-                     updated_at = ?7, lease_until = NULL
+                     updated_at = ?7, lease_until = NULL, model = COALESCE(model, ?8)
                  WHERE id = ?1",
             )?,
             prune: prepare(
@@ -261,7 +261,8 @@ impl<'c> Prepared<'c> {
                         columns.iterations,
                         columns.best_score,
                         columns.result,
-                        now
+                        now,
+                        columns.model()
                     ])
                     .map_err(fail)?;
                 for attempt in &columns.history {

@@ -6,8 +6,9 @@
 //!
 //! - **Written as it happens.** Every call is its own committed transaction: a run is inserted
 //!   before its first attempt, each attempt is saved the moment it is judged (saving the same
-//!   iteration again replaces it), and the result is written when the run halts. A crash loses
-//!   at most the attempt in flight, and [`Store::unfinished`] names the runs to resume.
+//!   iteration again replaces it), and the result is written when the run halts, with the last
+//!   attempt when the run halts on it (one write, not two). A crash loses at most the attempt
+//!   in flight, and [`Store::unfinished`] names the runs to resume.
 //! - **One logical schema, two dialects.** `runs` and `attempts` have the same columns in both
 //!   databases (`migrations/sqlite`, `migrations/postgres`, embedded and applied on open). JSON
 //!   is kept as text (`TEXT` in SQLite, `json` in PostgreSQL rather than `jsonb`, which would
@@ -44,6 +45,7 @@ pub use redraft_core::store::{
 
 mod batch;
 mod pg_batch;
+mod pg_signal;
 mod postgres;
 mod rows;
 mod sqlite;

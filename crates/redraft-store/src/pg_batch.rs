@@ -40,6 +40,13 @@ pub(crate) struct Inserts {
     jobs: mpsc::UnboundedSender<Job>,
 }
 
+/// Where the batches are stored, and announced.
+struct Target {
+    pool: PgPool,
+    /// The channel queued runs are announced on (`pg_signal`).
+    channel: String,
+}
+
 impl std::fmt::Debug for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Job").field("run_id", &self.run.run_id).finish_non_exhaustive()
@@ -59,9 +66,9 @@ const INSERT_QUEUED: &str =
 
 impl Inserts {
     /// Start the task storing queued runs over `pool`. It ends when every `Inserts` is dropped.
-    pub(crate) fn start(pool: PgPool) -> Self {
+    pub(crate) fn start(pool: PgPool, channel: String) -> Self {
         let (jobs, queue) = mpsc::unbounded_channel();
-        tokio::spawn(run(pool, queue));
+        tokio::spawn(run(Target { pool, channel }, queue));
         Self { jobs }
     }
 
@@ -77,7 +84,7 @@ fn closed() -> StoreError {
     StoreError::Query { action: "queue a run".into(), message: "the store is closed".into() }
 }
 
-async fn run(pool: PgPool, mut queue: mpsc::UnboundedReceiver<Job>) {
+async fn run(target: Target, mut queue: mpsc::UnboundedReceiver<Job>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
         // One statement per bound (every caller of a process passes the same one).
@@ -89,13 +96,14 @@ async fn run(pool: PgPool, mut queue: mpsc::UnboundedReceiver<Job>) {
             }
         }
         for (bound, jobs) in groups {
-            store(&pool, bound, jobs).await;
+            store(&target, bound, jobs).await;
         }
     }
 }
 
 /// Store `jobs` in one statement and answer each.
-async fn store(pool: &PgPool, bound: Option<i64>, jobs: Vec<Job>) {
+async fn store(target: &Target, bound: Option<i64>, jobs: Vec<Job>) {
+    let pool = &target.pool;
     let column = |f: fn(&QueuedRun) -> Option<String>| jobs.iter().map(|j| f(&j.run)).collect::<Vec<_>>();
     let inserted = sqlx::query_scalar::<_, String>(INSERT_QUEUED)
         .bind(column(|r| Some(r.run_id.clone())))
@@ -111,7 +119,7 @@ async fn store(pool: &PgPool, bound: Option<i64>, jobs: Vec<Job>) {
         Err(sqlx::Error::Database(e)) => {
             tracing::debug!("storing {} queued runs together failed ({e}); storing each on its own", jobs.len());
             for job in jobs {
-                let outcome = crate::postgres::insert_queued(pool, &job.run).await;
+                let outcome = crate::postgres::insert_queued(pool, &target.channel, &job.run).await;
                 let _ = job.done.send(outcome);
             }
             return;
@@ -166,6 +174,11 @@ async fn store(pool: &PgPool, bound: Option<i64>, jobs: Vec<Job>) {
             }
         }
     };
+    if !inserted.is_empty() {
+        // Workers listening claim them now (after the answers: they wait for nothing).
+        let (pool, channel) = (pool.clone(), target.channel.clone());
+        tokio::spawn(async move { crate::pg_signal::announce(&pool, &channel).await });
+    }
     for (job, answer) in jobs.into_iter().zip(answers) {
         let answer = answer.unwrap_or_else(|| {
             if stored.contains(&job.run.run_id) {

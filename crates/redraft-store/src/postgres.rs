@@ -6,6 +6,7 @@
 //! claimers skip each other's rows instead of waiting or taking the same run.
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use redraft_core::record::{AttemptRecord, PersonReply, RunResult};
@@ -16,6 +17,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use sqlx::{Connection, Postgres, Transaction};
 
 use crate::pg_batch::{Inserts, QueuedRun};
+use crate::pg_signal::{QueueSignal, announce};
 use crate::rows::{
     AttemptColumns, AttemptRow, ResultColumns, RunRow, SummaryRow, decide_claim, encode_spec, failed, lease_ms,
     model_of_spec, renewal,
@@ -42,6 +44,8 @@ pub struct PostgresStore {
     pool: PgPool,
     /// Queued runs, stored together (group commit).
     inserts: Inserts,
+    /// Runs queued by other processes, as they announce them.
+    signal: Arc<QueueSignal>,
     /// The URL without its password.
     location: String,
 }
@@ -67,8 +71,15 @@ impl PostgresStore {
             .map_err(|e| open_error(e.to_string()))?;
         MIGRATOR.run(&pool).await.map_err(|e| open_error(format!("cannot apply the migrations: {e}")))?;
         tracing::debug!(location, "opened the PostgreSQL store");
-        let inserts = Inserts::start(pool.clone());
-        Ok(Self { pool, inserts, location })
+        let schema = sqlx::query_scalar::<_, Option<String>>("SELECT current_schema()")
+            .fetch_one(&pool)
+            .await
+            .map_err(|e| open_error(e.to_string()))?
+            .unwrap_or_else(|| "public".into());
+        let channel = crate::pg_signal::channel(&schema);
+        let inserts = Inserts::start(pool.clone(), channel.clone());
+        let signal = QueueSignal::new(pool.clone(), channel);
+        Ok(Self { pool, inserts, signal, location })
     }
 
     /// Where this store is, without the password.
@@ -182,11 +193,12 @@ const SAVE_ATTEMPT: &str = "WITH run AS (
 /// Finish run `$1` held by worker `$7` (running, or already finished by it), in one statement:
 /// the result on the run's row (which locks it and checks the holder), then its history: the
 /// attempts given (`$8`…`$12`, one array per column) written where they differ from what is
-/// stored, keeping the time each was first recorded, and any other attempt deleted. Returns the
-/// run's id; no row when the worker does not hold the run.
+/// stored, keeping the time each was first recorded, and any other attempt deleted; the run's
+/// model, when it has none yet, is the first one the history names (`$13`). Returns the run's
+/// id; no row when the worker does not hold the run.
 const FINISH_RUN: &str = "WITH run AS (
          UPDATE runs SET state = $2, halted_because = $3, iterations = $4, best_score = $5, result = $6::json,
-             updated_at = redraft_now_ms(), lease_until = NULL
+             updated_at = redraft_now_ms(), lease_until = NULL, model = COALESCE(model, $13)
          WHERE id = $1 AND worker_id = $7 AND state IN ('running', 'succeeded', 'failed', 'awaiting_input')
          RETURNING id),
      kept AS (
@@ -261,7 +273,7 @@ async fn take(tx: &mut Transaction<'static, Postgres>, run_id: &str, lease: &Lea
 /// Store `run` on its own: queued (without `holder`), or running under `holder`. One statement:
 /// the bound on waiting runs is checked as the row is inserted (approximate under concurrent
 /// inserts, by at most the number of API nodes).
-async fn insert(pool: &PgPool, run: &QueuedRun, holder: Option<Lease<'_>>) -> Result<(), StoreError> {
+async fn insert(pool: &PgPool, channel: &str, run: &QueuedRun, holder: Option<Lease<'_>>) -> Result<(), StoreError> {
     let run_id = run.run_id.as_str();
     let action = || format!("insert run `{run_id}`");
     let (state, worker_id, ttl, max_queued) = match holder {
@@ -296,12 +308,15 @@ async fn insert(pool: &PgPool, run: &QueuedRun, holder: Option<Lease<'_>>) -> Re
         }
         return Err(StoreError::Query { action: action(), message: "a run with this id is already stored".into() });
     }
+    if holder.is_none() {
+        announce(pool, channel).await;
+    }
     Ok(())
 }
 
 /// Store `run` as queued, on its own.
-pub(crate) async fn insert_queued(pool: &PgPool, run: &QueuedRun) -> Result<(), StoreError> {
-    insert(pool, run, None).await
+pub(crate) async fn insert_queued(pool: &PgPool, channel: &str, run: &QueuedRun) -> Result<(), StoreError> {
+    insert(pool, channel, run, None).await
 }
 
 #[async_trait::async_trait]
@@ -318,7 +333,7 @@ impl Store for PostgresStore {
         match new.holder {
             // Queued: stored together with the others waiting to be (group commit).
             None => self.inserts.insert(run).await,
-            Some(lease) => insert(&self.pool, &run, Some(lease)).await,
+            Some(lease) => insert(&self.pool, self.signal.channel(), &run, Some(lease)).await,
         }
     }
 
@@ -416,7 +431,11 @@ impl Store for PostgresStore {
         .execute(&self.pool)
         .await
         .map_err(|e| failed(format!("put run `{run_id}` back in the queue"), e))?;
-        Ok(released.rows_affected() > 0)
+        let released = released.rows_affected() > 0;
+        if released {
+            announce(&self.pool, self.signal.channel()).await;
+        }
+        Ok(released)
     }
 
     async fn answer_run(
@@ -464,7 +483,11 @@ impl Store for PostgresStore {
         .execute(&mut *tx)
         .await
         .map_err(|e| failed(action(), e))?;
-        tx.commit().await.map_err(|e| failed(action(), e))
+        tx.commit().await.map_err(|e| failed(action(), e))?;
+        if holder.is_none() {
+            announce(&self.pool, self.signal.channel()).await;
+        }
+        Ok(())
     }
 
     async fn abort_run(&self, run_id: &str) -> Result<RunResult, StoreError> {
@@ -569,6 +592,7 @@ impl Store for PostgresStore {
             .bind(history.iter().map(|a| a.score).collect::<Vec<_>>())
             .bind(history.iter().map(|a| a.has_artifact).collect::<Vec<_>>())
             .bind(history.iter().map(|a| a.record.as_str()).collect::<Vec<_>>())
+            .bind(columns.model())
             .fetch_optional(&self.pool)
             .await
             .map_err(|e| failed(action(), e))?;
@@ -663,6 +687,10 @@ impl Store for PostgresStore {
             .await
             .map_err(|e| failed("read the states of runs", e))?;
         rows.into_iter().map(|(id, state)| Ok((crate::rows::state(&id, &state)?, id)).map(|(s, id)| (id, s))).collect()
+    }
+
+    async fn queued_elsewhere(&self) {
+        self.signal.queued().await;
     }
 
     async fn queue_depth(&self) -> Result<u64, StoreError> {

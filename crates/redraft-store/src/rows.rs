@@ -193,6 +193,11 @@ impl ResultColumns {
         })
     }
 
+    /// The model of the first attempt that names one: the run's, when its spec named none.
+    pub fn model(&self) -> Option<&str> {
+        self.history.iter().find_map(|a| a.model.as_deref())
+    }
+
     /// The iterations of the history, for deleting attempts the result does not list.
     pub fn iterations_in_history(&self) -> Vec<i64> {
         self.history.iter().map(|a| a.iteration).collect()

@@ -123,6 +123,7 @@ contract!(
     raw_text_reads_back_as_the_artifact,
     refused_writes_among_many_leave_the_others_stored,
     a_run_awaiting_an_answer,
+    a_last_attempt_is_written_with_the_result,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -347,6 +348,33 @@ async fn failed_run_keeps_its_whole_history(store: Arc<dyn Store>) {
     assert_eq!(store.run("run-f").await.unwrap().unwrap().result, Some(again.clone()));
     assert!(matches!(store.finish_run(&again, "w9").await, Err(StoreError::LeaseLost { .. })));
     assert!(matches!(store.save_attempt("run-f", W, &history[0]).await, Err(StoreError::LeaseLost { .. })));
+}
+
+/// A run's last attempt is written with its result (one write): it is stored as though it had
+/// been saved on its own, and a spec naming no model gets the model of its history.
+async fn a_last_attempt_is_written_with_the_result(store: Arc<dyn Store>) {
+    for (run_id, saved_before) in [("run-one", 0), ("run-three", 2)] {
+        store.insert_run(&held(run_id, &json!({"prompt": "p"}))).await.unwrap();
+        let history: Vec<AttemptRecord> = (1..=saved_before + 1)
+            .map(|i| attempt(i, if i == saved_before + 1 { 1.0 } else { 0.5 }, Some(json!({"i": i}))))
+            .collect();
+        for a in history.iter().take(saved_before as usize) {
+            store.save_attempt(run_id, W, a).await.unwrap();
+        }
+        let result = result(run_id, RunStatus::Succeeded, history.clone());
+        store.finish_run(&result, W).await.unwrap();
+
+        let stored = store.run(run_id).await.unwrap().unwrap();
+        assert_eq!(stored.state, RunState::Succeeded);
+        assert_eq!(stored.attempts, history, "{run_id}: every attempt, the last one included");
+        assert_eq!(stored.result, Some(result));
+        let s = summary(&*store, run_id).await;
+        assert_eq!(
+            (s.state, s.iterations, s.best_score, s.model.as_deref()),
+            (RunState::Succeeded, saved_before + 1, Some(1.0), Some("local/qwen")),
+            "{run_id}"
+        );
+    }
 }
 
 /// The results of many runs read at once are those of the runs that halted, each as a read of
@@ -858,6 +886,44 @@ mod postgres_only {
             (read.spec.clone(), read.holder.as_ref().map(|h| h.worker_id.as_str())),
             (json!({"prompt": "queued"}), Some("w2"))
         );
+        schema.drop().await;
+    }
+
+    /// A worker waiting for queued runs is told when another process queues one (or puts one
+    /// back), without waiting for its next poll of the queue; nothing is announced otherwise.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn runs_queued_elsewhere_are_announced() {
+        let Some((worker, schema)) = postgres_store("announced").await else { return };
+        let api = redraft_store::open(&format!(
+            "{}{}options[search_path]={}",
+            schema.url,
+            if schema.url.contains('?') { '&' } else { '?' },
+            schema.name
+        ))
+        .await
+        .unwrap();
+        let within = Duration::from_secs(10);
+        // The first wait starts listening, and reports at once (runs queued before are claimed).
+        tokio::time::timeout(within, worker.queued_elsewhere()).await.expect("the first wait reports at once");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), worker.queued_elsewhere()).await.is_err(),
+            "nothing was queued, yet the worker was told so"
+        );
+        // Queued together with others (the batched insert) and on its own (the fallback path).
+        let waiting = tokio::spawn({
+            let worker = worker.clone();
+            async move { worker.queued_elsewhere().await }
+        });
+        api.insert_run(&queued("a", &json!({"prompt": "queued"}))).await.unwrap();
+        tokio::time::timeout(within, waiting).await.expect("told of the queued run").unwrap();
+        // A run put back in the queue by the worker that held it.
+        api.insert_run(&held("b", &json!({"prompt": "held"}))).await.unwrap();
+        let waiting = tokio::spawn({
+            let worker = worker.clone();
+            async move { worker.queued_elsewhere().await }
+        });
+        assert!(api.release("b", W).await.unwrap());
+        tokio::time::timeout(within, waiting).await.expect("told of the run put back").unwrap();
         schema.drop().await;
     }
 

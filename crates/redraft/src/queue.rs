@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
 use redraft_core::{
@@ -25,6 +25,7 @@ use tracing::Instrument;
 use crate::config::{Config, QueueConfig};
 use crate::error::ConfigError;
 use crate::guard::Guard;
+use crate::limits::{FileHeld, Files};
 use crate::recorder::{self, Start};
 use crate::runner::Runner;
 use crate::spec::{RunSpec, SpecSetup};
@@ -347,6 +348,8 @@ pub struct Executor {
     hooks: Arc<dyn RunHooks>,
     slots: Arc<Semaphore>,
     capacity: usize,
+    /// The descriptors a run takes besides its slot, shared with a server's connections.
+    files: OnceLock<Arc<Files>>,
     settings: QueueConfig,
     wake: Notify,
     tracker: TaskTracker,
@@ -381,6 +384,7 @@ impl Executor {
             hooks,
             slots: Arc::new(Semaphore::new(slots)),
             capacity: slots,
+            files: OnceLock::new(),
             settings,
             wake: Notify::new(),
             tracker: TaskTracker::new(),
@@ -413,6 +417,21 @@ impl Executor {
         &self.settings
     }
 
+    /// Take a descriptor from `files` for every run executed here from now on (a server's,
+    /// shared with its connections). Set once; later calls are ignored.
+    pub fn share_files(&self, files: Arc<Files>) {
+        let _ = self.files.set(files);
+    }
+
+    /// A slot and its descriptor, when both are free now.
+    fn free_slot(&self) -> Option<Slot> {
+        let permit = self.slots.clone().try_acquire_owned().ok()?;
+        match self.files.get() {
+            None => Some(Slot { _permit: permit, _file: None }),
+            Some(files) => files.run().map(|file| Slot { _permit: permit, _file: Some(file) }),
+        }
+    }
+
     /// Run slots in this process.
     pub fn capacity(&self) -> usize {
         self.capacity
@@ -439,7 +458,7 @@ impl Executor {
         let runner = builder.build()?;
         let value = serde_json::to_value(spec)
             .map_err(|e| ConfigError::Invalid { key: "spec".into(), message: e.to_string() })?;
-        if let Ok(slot) = self.slots.clone().try_acquire_owned() {
+        if let Some(slot) = self.free_slot() {
             let new =
                 NewRun { run_id, spec: &value, holder: Some(self.worker.lease()), max_queued: None, local: false };
             self.store().insert_run(&new).await.map_err(ConfigError::from)?;
@@ -499,7 +518,7 @@ impl Executor {
         self: &Arc<Self>,
         run_id: String,
         from: RunSource,
-        slot: Option<OwnedSemaphorePermit>,
+        slot: Option<Slot>,
     ) -> JoinHandle<Result<RunResult, ConfigError>> {
         let (observers, cancel) = self.hooks.started(&run_id);
         let hold = self.worker.hold(&run_id, cancel.clone());
@@ -572,12 +591,34 @@ impl Executor {
             {
                 slots.merge(extra);
             }
+            // Each run also needs a descriptor: in a server, connections may hold them all.
+            let mut files = match self.files.get() {
+                None => Vec::new(),
+                Some(budget) => {
+                    let files: Vec<FileHeld> = (0..slots.num_permits()).map_while(|_| budget.run()).collect();
+                    if files.is_empty() {
+                        drop(slots);
+                        tokio::select! {
+                            () = self.stopping.cancelled() => return,
+                            () = budget.freed() => {}
+                            () = tokio::time::sleep(self.settings.poll) => {}
+                        }
+                        continue;
+                    }
+                    // The slots without a descriptor go back.
+                    if let Some(fitting) = slots.split(files.len()) {
+                        slots = fitting;
+                    }
+                    files
+                }
+            };
             let wanted = slots.num_permits();
             match self.store().claim_many(&self.worker.lease(), wanted).await {
                 Ok(claimed) => {
                     let all = claimed.len() == wanted;
                     for claimed in claimed {
-                        let Some(slot) = slots.split(1) else { break };
+                        let Some(permit) = slots.split(1) else { break };
+                        let slot = Slot { _permit: permit, _file: files.pop() };
                         self.hooks.claimed(&claimed.run_id, claimed.takeover);
                         drop(self.execute(claimed.run_id, RunSource::Claimed(claimed.run), Some(slot)));
                     }
@@ -594,6 +635,7 @@ impl Executor {
             tokio::select! {
                 () = self.stopping.cancelled() => return,
                 () = self.wake.notified() => {}
+                () = self.store().queued_elsewhere() => {}
                 () = tokio::time::sleep(self.settings.poll) => {}
             }
         }
@@ -738,6 +780,14 @@ impl Executor {
             let _ = waiter.send(copy);
         }
     }
+}
+
+/// What a run executing here holds until it ends: its slot, and the descriptor it may open a
+/// connection with when the process shares its descriptors with connections.
+#[derive(Debug)]
+struct Slot {
+    _permit: OwnedSemaphorePermit,
+    _file: Option<FileHeld>,
 }
 
 /// What a process has of a run it is about to execute.

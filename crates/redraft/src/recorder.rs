@@ -72,6 +72,10 @@ impl RunObserver for Recorder {
         }
     }
 
+    /// Written by [`Recorder::run_finished`], with the result: a run that halts after one
+    /// attempt costs the store one write, not two.
+    async fn last_attempt_finished(&self, _run_id: &str, _attempt: &AttemptRecord) {}
+
     async fn run_finished(&self, result: &RunResult) {
         self.halted.store(true, Ordering::SeqCst);
         if self.abandoned(&result.run_id, "the result") {

@@ -408,11 +408,15 @@ impl Runner {
         let start = Instant::now();
         let deadline = engine.plan().policy.max_wall_time.map(|d| start + d);
         let mut provider_error = None;
-        loop {
+        let decide = |engine: &mut Engine| {
             if cancel.is_cancelled() {
                 engine.cancel();
             }
-            let (iteration, request, proposer) = match engine.next(start.elapsed()) {
+            engine.next(start.elapsed())
+        };
+        let mut next = decide(&mut engine);
+        loop {
+            let (iteration, request, proposer) = match next {
                 Next::Halt(_) => break,
                 Next::Attempt { iteration, request, proposer } => (iteration, request, proposer),
             };
@@ -465,7 +469,12 @@ impl Runner {
                 finished_at,
                 end,
             };
-            if let Some(record) = engine.settle(outcome) {
+            let settled = engine.settle(outcome).is_some();
+            // What comes next is known before the observers hear of this attempt, so they can
+            // be told it is the last (a store then writes it with the result, in one write).
+            next = decide(&mut engine);
+            if settled && let Some(record) = engine.history().last() {
+                let last = matches!(next, Next::Halt(_));
                 span.record("redraft.model", record.model.as_deref());
                 span.record("redraft.attempt.status", record.status.as_str());
                 span.record("redraft.score", record.score.get());
@@ -479,7 +488,11 @@ impl Runner {
                     "attempt finished"
                 );
                 for o in &self.observers {
-                    o.attempt_finished(&run_id, record).await;
+                    if last {
+                        o.last_attempt_finished(&run_id, record).await;
+                    } else {
+                        o.attempt_finished(&run_id, record).await;
+                    }
                 }
             }
         }

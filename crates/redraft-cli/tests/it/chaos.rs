@@ -463,6 +463,62 @@ async fn out_of_descriptors_sheds_with_503_and_fails_no_accepted_run() {
     assert_eq!(terminate(&mut server), Some(0));
 }
 
+/// Runs and connections share the open-files budget as they come: a server whose clients hang
+/// up after the 202 executes as many runs at once as its limit leaves them, not only the third
+/// it keeps for runs however many connections arrive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn runs_take_the_descriptors_connections_leave() {
+    const LIMIT: u64 = 1024;
+    // What the reserve (256) and the commands' sixteenth (64) leave, and the third of it runs
+    // always have.
+    const FLOOR: usize = (1024 - 256 - 64) / 3;
+    const RUNS: usize = 450;
+    let ours = redraft::limits::open_files().unwrap_or(0);
+    if ours < RUNS as u64 + 200 {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "SKIP {}: this process may open only {ours} files", module_path!());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = ByAttempt::start(&[ANSWERS[2]], Duration::from_secs(3)).await;
+    write_config(dir.path(), &model, None);
+    let config = std::fs::read_to_string(dir.path().join("redraft.toml")).unwrap();
+    write(dir.path(), "redraft.toml", &config.replace("max_concurrent_runs = 16", "max_concurrent_runs = 600"));
+    let (mut server, base) = serve_limited(dir.path(), LIMIT);
+
+    let body = SPEC.replace(", \"max_iterations\": 3", "");
+    let client = reqwest::Client::new();
+    let mut ids = Vec::new();
+    // 25 requests at a time: the connections stay few.
+    for _ in 0..RUNS / 25 {
+        let batch: Vec<_> = (0..25)
+            .map(|_| {
+                let request = client.post(format!("{base}/v1/runs")).header("content-type", "application/json");
+                tokio::spawn(request.body(body.clone()).send())
+            })
+            .collect();
+        for sent in batch {
+            let response = sent.await.unwrap().unwrap();
+            assert_eq!(response.status(), 202);
+            let accepted: Value = response.json().await.unwrap();
+            ids.push(accepted["run_id"].as_str().unwrap().to_owned());
+        }
+    }
+    // Every run reaches the model while the first are still waiting for their answer.
+    let mut peak = 0;
+    let reached = redraft_testkit::processes::eventually(Duration::from_secs(30), || {
+        peak = peak.max(model.in_flight_at(Instant::now()));
+        model.calls() >= RUNS
+    })
+    .await;
+    peak = peak.max(model.in_flight_at(Instant::now()));
+    assert!(reached, "{} of {RUNS} runs reached the model", model.calls());
+    assert!(peak > FLOOR + 100, "at most {peak} runs at once: the budget left them only their floor of {FLOOR}");
+    let recorded = all_finished_once_each(&base, &ids, 1, Duration::from_secs(60), dir.path()).await;
+    assert_eq!(recorded, RUNS);
+    assert_eq!(terminate(&mut server), Some(0));
+}
+
 /// `redraft serve` under an open-files limit of `limit` (soft and hard).
 fn serve_limited(dir: &Path, limit: u64) -> (Proc, String) {
     let bin = assert_cmd::cargo::cargo_bin("redraft");
