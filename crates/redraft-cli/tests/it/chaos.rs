@@ -390,19 +390,10 @@ async fn a_stopped_worker_puts_its_runs_back_for_another() {
 async fn out_of_descriptors_sheds_with_503_and_fails_no_accepted_run() {
     const LIMIT: u64 = 1024;
     const REQUESTS: usize = 1000;
-    let ours = redraft::limits::open_files().unwrap_or(0);
-    if ours < REQUESTS as u64 + 200 {
-        use std::io::Write;
-        let _ = writeln!(std::io::stderr(), "SKIP {}: this process may open only {ours} files", module_path!());
+    let Some((dir, _model, mut server, base)) = limited_server(LIMIT, REQUESTS, 64, Duration::from_millis(50)).await
+    else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let model = ByAttempt::start(&[ANSWERS[2]], Duration::from_millis(50)).await;
-    write_config(dir.path(), &model, None);
-    let config = std::fs::read_to_string(dir.path().join("redraft.toml")).unwrap();
-    write(dir.path(), "redraft.toml", &config.replace("max_concurrent_runs = 16", "max_concurrent_runs = 64"));
-    // The server's own limit, soft and hard, as a container might set it.
-    let (mut server, base) = serve_limited(dir.path(), LIMIT);
+    };
 
     // Every connection is opened (and held) before any request is sent, so that the server
     // holds them all at once, however fast it answers.
@@ -473,18 +464,9 @@ async fn runs_take_the_descriptors_connections_leave() {
     // always have.
     const FLOOR: usize = (1024 - 256 - 64) / 3;
     const RUNS: usize = 450;
-    let ours = redraft::limits::open_files().unwrap_or(0);
-    if ours < RUNS as u64 + 200 {
-        use std::io::Write;
-        let _ = writeln!(std::io::stderr(), "SKIP {}: this process may open only {ours} files", module_path!());
+    let Some((dir, model, mut server, base)) = limited_server(LIMIT, RUNS, 600, Duration::from_secs(3)).await else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let model = ByAttempt::start(&[ANSWERS[2]], Duration::from_secs(3)).await;
-    write_config(dir.path(), &model, None);
-    let config = std::fs::read_to_string(dir.path().join("redraft.toml")).unwrap();
-    write(dir.path(), "redraft.toml", &config.replace("max_concurrent_runs = 16", "max_concurrent_runs = 600"));
-    let (mut server, base) = serve_limited(dir.path(), LIMIT);
+    };
 
     let body = SPEC.replace(", \"max_iterations\": 3", "");
     let client = reqwest::Client::new();
@@ -517,6 +499,31 @@ async fn runs_take_the_descriptors_connections_leave() {
     let recorded = all_finished_once_each(&base, &ids, 1, Duration::from_secs(60), dir.path()).await;
     assert_eq!(recorded, RUNS);
     assert_eq!(terminate(&mut server), Some(0));
+}
+
+/// A fake model answering after `delay`, and `redraft serve` executing `slots` runs at once
+/// under an open-files limit of `limit` (soft and hard, as a container might set it); `None`
+/// (the skip said) when this process cannot open the files for `requests` at once.
+async fn limited_server(
+    limit: u64,
+    requests: usize,
+    slots: usize,
+    delay: Duration,
+) -> Option<(tempfile::TempDir, ByAttempt, Proc, String)> {
+    let ours = redraft::limits::open_files().unwrap_or(0);
+    if ours < requests as u64 + 200 {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "SKIP {}: this process may open only {ours} files", module_path!());
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = ByAttempt::start(&[ANSWERS[2]], delay).await;
+    write_config(dir.path(), &model, None);
+    let config = std::fs::read_to_string(dir.path().join("redraft.toml")).unwrap();
+    let config = config.replace("max_concurrent_runs = 16", &format!("max_concurrent_runs = {slots}"));
+    write(dir.path(), "redraft.toml", &config);
+    let (server, base) = serve_limited(dir.path(), limit);
+    Some((dir, model, server, base))
 }
 
 /// `redraft serve` under an open-files limit of `limit` (soft and hard).
