@@ -108,8 +108,7 @@ impl Server {
         let mut config = config;
         let files = fit_to_open_files(&mut config);
         let store = redraft::store::open(&config).await?;
-        let state = AppState::new(config, store, tokens)?;
-        state.executor().share_files(files.clone());
+        let state = AppState::sharing_files(config, store, tokens, files.clone())?;
         let listener = listen(&addrs).map_err(|source| ServerError::Bind { addr, source })?;
         Ok(Self { listener, state, files })
     }

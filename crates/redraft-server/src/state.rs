@@ -10,6 +10,7 @@ use redraft::config::Config;
 use redraft::core::{RunObserver, RunResult, Store};
 use redraft::eval::kind::Kinds;
 use redraft::guard::{Face, Guard};
+use redraft::limits::Files;
 use redraft::queue::{AcceptError, Accepted, Executor, RunHooks, SetupParts, Worker};
 use redraft::{ConfigError, RunSpec, SpecSetup};
 use tokio_util::sync::CancellationToken;
@@ -82,8 +83,7 @@ impl AppState {
     /// The state of a server with `config`, recording runs in `store`, accepting `tokens`
     /// (none: no authentication). The kinds are loaded from `kinds_dir` when it exists.
     pub fn new(config: Config, store: Arc<dyn Store>, tokens: Vec<String>) -> Result<Self, ConfigError> {
-        let workdir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-        Self::in_dir(config, store, tokens, workdir)
+        Self::in_dir(config, store, tokens, working_dir())
     }
 
     /// Like [`AppState::new`], with `workdir` as the working directory of `exec:` commands and
@@ -96,6 +96,27 @@ impl AppState {
         tokens: Vec<String>,
         workdir: PathBuf,
     ) -> Result<Self, ConfigError> {
+        Self::build(config, store, tokens, workdir, None)
+    }
+
+    /// Like [`AppState::new`], its runs taking their descriptors from `files`, which they
+    /// share with the server's connections.
+    pub fn sharing_files(
+        config: Config,
+        store: Arc<dyn Store>,
+        tokens: Vec<String>,
+        files: Arc<Files>,
+    ) -> Result<Self, ConfigError> {
+        Self::build(config, store, tokens, working_dir(), Some(files))
+    }
+
+    fn build(
+        config: Config,
+        store: Arc<dyn Store>,
+        tokens: Vec<String>,
+        workdir: PathBuf,
+        files: Option<Arc<Files>>,
+    ) -> Result<Self, ConfigError> {
         let kinds = if config.kinds_dir.is_dir() { Some(Arc::new(Kinds::load(&config.kinds_dir)?)) } else { None };
         let guard = Arc::new(Guard::network(Face::Http, &config.server)?);
         let slots = config.server.max_concurrent_runs;
@@ -104,6 +125,10 @@ impl AppState {
         let parts = SetupParts { config: Arc::new(config), workdir, guard, ceilings, kinds };
         let hooks = Arc::new(ServerHooks::default());
         let executor = Executor::new(worker, parts, hooks.clone(), slots);
+        // Before the claim loop starts: every run it claims counts against the budget.
+        if let Some(files) = files {
+            executor.share_files(files);
+        }
         // Execute queued runs (and those of workers that died) whenever a slot is free.
         tokio::spawn(executor.clone().claim_loop());
         Ok(Self {
@@ -210,4 +235,9 @@ impl AppState {
             Err(e) => Err(ApiError::internal(e.to_string())),
         }
     }
+}
+
+/// The directory `exec:` commands run in and `schema:` paths start from, by default.
+fn working_dir() -> PathBuf {
+    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
 }
