@@ -266,6 +266,14 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         std::future::pending::<()>().await;
     }
 
+    /// Completes with the runs other processes finished since the last call (`None`: some may
+    /// have finished unannounced, read every run awaited), for a store that can tell
+    /// (PostgreSQL); never for one that cannot, whose waiters find finished runs by polling
+    /// (they poll in any case). Cancel-safe: nothing is lost by dropping it before it completes.
+    async fn finished_elsewhere(&self) -> Option<Vec<String>> {
+        std::future::pending::<Option<Vec<String>>>().await
+    }
+
     /// The state of each of `run_ids` that is stored, in one read (for a process waiting on
     /// many runs at once).
     async fn states(&self, run_ids: &[String]) -> Result<Vec<(String, RunState)>, StoreError>;

@@ -35,7 +35,8 @@
 //! reads through a small pool of their own, so many concurrent runs in one server never see
 //! "database is locked"; the writes every run makes (stored, each attempt, finished) are group
 //! committed, all those waiting in one transaction (`batch`). On PostgreSQL the runs queued at
-//! once are stored together, one statement per batch (`pg_batch`).
+//! once are stored together, one statement per batch (`pg_batch`), and so are the results
+//! written at once (`pg_finish`).
 
 use std::sync::Arc;
 
@@ -45,6 +46,7 @@ pub use redraft_core::store::{
 
 mod batch;
 mod pg_batch;
+mod pg_finish;
 mod pg_signal;
 mod postgres;
 mod rows;

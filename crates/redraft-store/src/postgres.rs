@@ -7,7 +7,8 @@
 
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use redraft_core::record::{AttemptRecord, PersonReply, RunResult};
 use redraft_core::store::{
@@ -17,7 +18,8 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use sqlx::{Connection, Postgres, Transaction};
 
 use crate::pg_batch::{Inserts, QueuedRun};
-use crate::pg_signal::{QueueSignal, announce};
+use crate::pg_finish::{Finish, Finishes};
+use crate::pg_signal::{Signal, announce};
 use crate::rows::{
     AttemptColumns, AttemptRow, ResultColumns, RunRow, SummaryRow, decide_claim, encode_spec, failed, lease_ms,
     model_of_spec, renewal,
@@ -35,6 +37,10 @@ const CLOSE_IDLE_AFTER: Duration = Duration::from_secs(30);
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Leases renewed per statement.
 const RENEW_SLICE: usize = 128;
+/// How often at most a claimer looks for runs whose lease expired, when its last look found
+/// none: each look reads every running run (thousands in a burst) to find the few, if any,
+/// whose worker died, and a claim is made for every batch of free slots.
+const LOOK_FOR_EXPIRED_EVERY: Duration = Duration::from_millis(500);
 /// Runs listed when the filter sets no limit.
 const DEFAULT_LIMIT: u32 = 50;
 
@@ -44,8 +50,14 @@ pub struct PostgresStore {
     pool: PgPool,
     /// Queued runs, stored together (group commit).
     inserts: Inserts,
+    /// Finished runs, written together (group commit).
+    finishes: Finishes,
     /// Runs queued by other processes, as they announce them.
-    signal: Arc<QueueSignal>,
+    signal: Arc<Signal>,
+    /// Runs finished by other processes, as they announce them.
+    finished: Arc<Signal>,
+    /// When this store last looked for expired leases and found no more.
+    expired_looked: Arc<Mutex<Option<Instant>>>,
     /// The URL without its password.
     location: String,
 }
@@ -78,8 +90,11 @@ impl PostgresStore {
             .unwrap_or_else(|| "public".into());
         let channel = crate::pg_signal::channel(&schema);
         let inserts = Inserts::start(pool.clone(), channel.clone());
-        let signal = QueueSignal::new(pool.clone(), channel);
-        Ok(Self { pool, inserts, signal, location })
+        let finish_channel = crate::pg_signal::finish_channel(&schema);
+        let finishes = Finishes::start(pool.clone(), finish_channel.clone());
+        let signal = Signal::queue(pool.clone(), channel);
+        let finished = Signal::finish(pool.clone(), finish_channel);
+        Ok(Self { pool, inserts, finishes, signal, finished, expired_looked: Arc::default(), location })
     }
 
     /// Where this store is, without the password.
@@ -128,11 +143,20 @@ macro_rules! run_with_attempts {
 }
 
 /// The columns of [`RunWithAttempts`], for a `SELECT` or a `RETURNING`.
+/// With a `spec` expression, the columns read in its place (`'null'` where the spec is not
+/// wanted, so that it is neither sent nor parsed).
 macro_rules! run_with_attempts_columns {
     () => {
-        "id, state, spec::text AS spec, created_at, updated_at, result::text AS result, worker_id, lease_until, answers,
+        run_with_attempts_columns!("spec::text")
+    };
+    ($spec:literal) => {
+        concat!(
+            "id, state, ",
+            $spec,
+            " AS spec, created_at, updated_at, result::text AS result, worker_id, lease_until, answers,
          ARRAY(SELECT iteration FROM attempts WHERE run_id = runs.id ORDER BY iteration) AS iterations,
          ARRAY(SELECT record::text FROM attempts WHERE run_id = runs.id ORDER BY iteration) AS records"
+        )
     };
 }
 
@@ -319,6 +343,31 @@ pub(crate) async fn insert_queued(pool: &PgPool, channel: &str, run: &QueuedRun)
     insert(pool, channel, run, None).await
 }
 
+/// Write one result (`FINISH_RUN`); whether it was written (`false`: its worker does not hold
+/// the run). For a result the batch of results could not write.
+pub(crate) async fn finish_one(pool: &PgPool, finish: &Finish) -> Result<bool, StoreError> {
+    let columns = &finish.columns;
+    let history = &columns.history;
+    let written = sqlx::query_scalar::<_, String>(FINISH_RUN)
+        .bind(&finish.run_id)
+        .bind(columns.state)
+        .bind(columns.halted_because)
+        .bind(columns.iterations)
+        .bind(columns.best_score)
+        .bind(&columns.result)
+        .bind(&finish.worker_id)
+        .bind(history.iter().map(|a| a.iteration).collect::<Vec<_>>())
+        .bind(history.iter().map(|a| a.status).collect::<Vec<_>>())
+        .bind(history.iter().map(|a| a.score).collect::<Vec<_>>())
+        .bind(history.iter().map(|a| a.has_artifact).collect::<Vec<_>>())
+        .bind(history.iter().map(|a| a.record.as_str()).collect::<Vec<_>>())
+        .bind(columns.model())
+        .fetch_optional(pool)
+        .await
+        .map_err(|e| failed(format!("finish run `{}`", finish.run_id), e))?;
+    Ok(written.is_some())
+}
+
 #[async_trait::async_trait]
 impl Store for PostgresStore {
     async fn insert_run(&self, new: &NewRun<'_>) -> Result<(), StoreError> {
@@ -348,6 +397,10 @@ impl Store for PostgresStore {
             if left <= 0 {
                 break;
             }
+            let looked = || self.expired_looked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if takeover && looked().is_some_and(|at| at.elapsed() < LOOK_FOR_EXPIRED_EVERY) {
+                continue;
+            }
             let rows = sqlx::query_as::<_, RunWithAttempts>(statement)
                 .bind(worker_id)
                 .bind(lease_ms(lease.ttl))
@@ -355,7 +408,12 @@ impl Store for PostgresStore {
                 .fetch_all(&self.pool)
                 .await
                 .map_err(|e| failed(action(), e))?;
-            left -= i64::try_from(rows.len()).unwrap_or(0);
+            let found = i64::try_from(rows.len()).unwrap_or(0);
+            if takeover {
+                // Found fewer than asked for: none left until a lease expires again.
+                *looked() = (found < left).then(Instant::now);
+            }
+            left -= found;
             for row in rows {
                 let run_id = row.run.id.clone();
                 // A run that cannot be read here is still claimed: reading it again reports why.
@@ -577,28 +635,12 @@ impl Store for PostgresStore {
     async fn finish_run(&self, result: &RunResult, worker_id: &str) -> Result<(), StoreError> {
         let run_id = result.run_id.as_str();
         let action = || format!("finish run `{run_id}`");
-        let columns = ResultColumns::new(result)?;
-        let history = &columns.history;
-        let finished = sqlx::query_scalar::<_, String>(FINISH_RUN)
-            .bind(run_id)
-            .bind(columns.state)
-            .bind(columns.halted_because)
-            .bind(columns.iterations)
-            .bind(columns.best_score)
-            .bind(&columns.result)
-            .bind(worker_id)
-            .bind(history.iter().map(|a| a.iteration).collect::<Vec<_>>())
-            .bind(history.iter().map(|a| a.status).collect::<Vec<_>>())
-            .bind(history.iter().map(|a| a.score).collect::<Vec<_>>())
-            .bind(history.iter().map(|a| a.has_artifact).collect::<Vec<_>>())
-            .bind(history.iter().map(|a| a.record.as_str()).collect::<Vec<_>>())
-            .bind(columns.model())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| failed(action(), e))?;
-        match finished {
-            Some(_) => Ok(()),
-            None => Err(self.not_holding(run_id, worker_id, true, &action).await),
+        let finish =
+            Finish { run_id: run_id.to_owned(), worker_id: worker_id.to_owned(), columns: ResultColumns::new(result)? };
+        if self.finishes.finish(finish).await? {
+            Ok(())
+        } else {
+            Err(self.not_holding(run_id, worker_id, true, &action).await)
         }
     }
 
@@ -616,9 +658,11 @@ impl Store for PostgresStore {
         if run_ids.is_empty() {
             return Ok(Vec::new());
         }
+        // The results only: the specs (as long as the prompts) are not read.
         let rows = sqlx::query_as::<_, RunWithAttempts>(concat!(
-            run_with_attempts!(),
-            " WHERE id = ANY($1) AND state IN ('succeeded', 'failed', 'awaiting_input')"
+            "SELECT ",
+            run_with_attempts_columns!("'null'"),
+            " FROM runs WHERE id = ANY($1) AND state IN ('succeeded', 'failed', 'awaiting_input')"
         ))
         .bind(run_ids)
         .fetch_all(&self.pool)
@@ -691,6 +735,10 @@ impl Store for PostgresStore {
 
     async fn queued_elsewhere(&self) {
         self.signal.queued().await;
+    }
+
+    async fn finished_elsewhere(&self) -> Option<Vec<String>> {
+        self.finished.finished().await
     }
 
     async fn queue_depth(&self) -> Result<u64, StoreError> {

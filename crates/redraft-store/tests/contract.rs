@@ -124,6 +124,7 @@ contract!(
     refused_writes_among_many_leave_the_others_stored,
     a_run_awaiting_an_answer,
     a_last_attempt_is_written_with_the_result,
+    results_written_at_once_are_each_written_or_refused,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -862,6 +863,70 @@ async fn refused_writes_among_many_leave_the_others_stored(store: Arc<dyn Store>
     }
 }
 
+/// Results written at once (a worker finishing many runs together) are each written or refused
+/// on their own: a result for a run its writer does not hold is refused alone, one the
+/// database cannot take (an id with a NUL character) fails alone, a run finished twice keeps
+/// the later result, and each written run has exactly its result's attempts.
+async fn results_written_at_once_are_each_written_or_refused(store: Arc<dyn Store>) {
+    const RUNS: usize = 40;
+    for r in 0..RUNS {
+        let run_id = format!("f{r:02}");
+        store.insert_run(&held(&run_id, &SPEC)).await.unwrap();
+        // Two attempts saved; every third result lists only the second (the first is dropped).
+        for i in 1..=2 {
+            store.save_attempt(&run_id, W, &attempt(i, 0.5, Some(json!({"r": r, "i": i})))).await.unwrap();
+        }
+    }
+    let history = |r: usize| -> Vec<AttemptRecord> {
+        let last = attempt(3, 1.0, Some(json!({"r": r, "i": 3})));
+        let second = attempt(2, 0.5, Some(json!({"r": r, "i": 2})));
+        if r.is_multiple_of(3) {
+            vec![second, last]
+        } else {
+            vec![attempt(1, 0.5, Some(json!({"r": r, "i": 1}))), second, last]
+        }
+    };
+    let finish = |run_id: String, writer: &'static str, result: RunResult| {
+        let store = store.clone();
+        tokio::spawn(async move { (run_id, store.finish_run(&result, writer).await) })
+    };
+    let mut tasks = Vec::new();
+    for r in 0..RUNS {
+        let run_id = format!("f{r:02}");
+        let writer = if r % 5 == 4 { "intruder" } else { W };
+        tasks.push(finish(run_id.clone(), writer, result(&run_id, RunStatus::Succeeded, history(r))));
+    }
+    tasks.push(finish("bad\0id".into(), W, result("bad\0id", RunStatus::Succeeded, history(0))));
+    for (run_id, outcome) in futures_util::future::join_all(tasks).await.into_iter().map(Result::unwrap) {
+        let Some(r) = run_id.strip_prefix('f').and_then(|n| n.parse::<usize>().ok()) else {
+            assert!(outcome.is_err(), "a result for a run that cannot be stored was written: {outcome:?}");
+            continue;
+        };
+        let stored = store.run(&run_id).await.unwrap().unwrap();
+        if r % 5 == 4 {
+            assert!(matches!(outcome, Err(StoreError::LeaseLost { .. })), "{run_id}: {outcome:?}");
+            assert_eq!(stored.state, RunState::Running, "{run_id}");
+            assert_eq!(stored.attempts.len(), 2, "{run_id}: the holder's attempts are kept");
+            assert_eq!(stored.result, None, "{run_id}");
+        } else {
+            outcome.unwrap_or_else(|e| panic!("{run_id}: {e}"));
+            assert_eq!(stored.state, RunState::Succeeded, "{run_id}");
+            assert_eq!(stored.attempts, history(r), "{run_id}: the result's attempts, no others");
+            assert_eq!(stored.result, Some(result(&run_id, RunStatus::Succeeded, history(r))), "{run_id}");
+        }
+    }
+    // A run finished twice at once (an answer racing its run's end) keeps one whole result.
+    let first = result("f00", RunStatus::Failed, history(1));
+    let second = result("f00", RunStatus::Succeeded, history(0));
+    let (a, b) = tokio::join!(store.finish_run(&first, W), store.finish_run(&second, W));
+    a.unwrap();
+    b.unwrap();
+    let stored = store.run("f00").await.unwrap().unwrap();
+    let kept = stored.result.clone().unwrap();
+    assert!(kept == first || kept == second, "{kept:?}");
+    assert_eq!(stored.attempts, kept.history, "the attempts are those of the result kept");
+}
+
 static SPEC: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| json!({"prompt": "p"}));
 
 // ---------------------------------------------------------------------------------------------
@@ -924,6 +989,49 @@ mod postgres_only {
         });
         assert!(api.release("b", W).await.unwrap());
         tokio::time::timeout(within, waiting).await.expect("told of the run put back").unwrap();
+        schema.drop().await;
+    }
+
+    /// Results written by a worker are announced, by run, to the API nodes waiting for them;
+    /// a refused write is not.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn runs_finished_elsewhere_are_announced() {
+        let Some((worker, schema)) = postgres_store("finished_announced").await else { return };
+        let api = redraft_store::open(&format!(
+            "{}{}options[search_path]={}",
+            schema.url,
+            if schema.url.contains('?') { '&' } else { '?' },
+            schema.name
+        ))
+        .await
+        .unwrap();
+        let within = Duration::from_secs(10);
+        // The first wait starts listening, and reports at once that runs may have been missed.
+        let first =
+            tokio::time::timeout(within, api.finished_elsewhere()).await.expect("the first wait reports at once");
+        assert_eq!(first, None, "runs finished before listening are read, not named");
+        let ids = ["a", "b", "c"];
+        for id in ids {
+            worker.insert_run(&held(id, &SPEC)).await.unwrap();
+        }
+        let attempts = vec![attempt(1, 1.0, Some(json!({"city": "Lyon"})))];
+        let [ra, rb, rc] = ids.map(|id| result(id, RunStatus::Succeeded, attempts.clone()));
+        let (a, b, c) =
+            tokio::join!(worker.finish_run(&ra, W), worker.finish_run(&rb, W), worker.finish_run(&rc, "intruder"));
+        a.unwrap();
+        b.unwrap();
+        assert!(matches!(c, Err(StoreError::LeaseLost { .. })), "{c:?}");
+        let mut told = Vec::new();
+        while told.len() < 2 {
+            let ids = tokio::time::timeout(within, api.finished_elsewhere()).await.expect("told of the finished runs");
+            told.extend(ids.expect("named, not missed"));
+        }
+        told.sort();
+        assert_eq!(told, ["a", "b"]);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), api.finished_elsewhere()).await.is_err(),
+            "a run whose result was refused was announced finished"
+        );
         schema.drop().await;
     }
 

@@ -708,14 +708,29 @@ impl Executor {
     }
 
     /// Until no request waits: read the states of the awaited runs not executing here, answer
-    /// those that halted, withdraw those queued past their deadline.
+    /// those that halted, withdraw those queued past their deadline — all of them at every
+    /// tick, and at once those another process announces finished (a store that can tell).
     async fn poll_waited(self: Arc<Self>) {
         let every = Duration::from_millis(200).min(self.settings.poll);
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tokio::time::sleep(every).await;
-            let waited: Vec<String> = self.waiters().keys().cloned().collect();
+            let announced = tokio::select! {
+                _ = tick.tick() => None,
+                finished = self.store().finished_elsewhere() => finished,
+            };
+            let waited: Vec<String> = {
+                let waiters = self.waiters();
+                match announced {
+                    Some(ids) => ids.into_iter().filter(|id| waiters.contains_key(id)).collect(),
+                    None => waiters.keys().cloned().collect(),
+                }
+            };
             let ids = self.worker.not_holding(&waited);
             if ids.is_empty() {
+                if !self.waiters().is_empty() {
+                    continue;
+                }
                 self.polling.store(false, Ordering::Release);
                 // A request may have come in between: keep polling for it.
                 if self.waiters().is_empty() || self.polling.swap(true, Ordering::AcqRel) {
@@ -723,44 +738,50 @@ impl Executor {
                 }
                 continue;
             }
-            let states = match self.store().states(&ids).await {
-                Ok(states) => states,
-                Err(e) => {
-                    tracing::warn!("cannot read the state of awaited runs: {e}");
-                    continue;
-                }
-            };
-            let found: std::collections::HashSet<&String> = states.iter().map(|(id, _)| id).collect();
-            for id in ids.iter().filter(|id| !found.contains(id)) {
-                self.answer(id, Err(StoreError::NotFound { run_id: id.clone() }.into()));
+            self.answer_halted(&ids).await;
+        }
+    }
+
+    /// Read the states of `ids` (awaited, not executing here): answer those that halted,
+    /// withdraw those queued past their deadline.
+    async fn answer_halted(&self, ids: &[String]) {
+        let states = match self.store().states(ids).await {
+            Ok(states) => states,
+            Err(e) => {
+                tracing::warn!("cannot read the state of awaited runs: {e}");
+                return;
             }
-            let halted: Vec<String> =
-                states.iter().filter(|(_, state)| state.has_result()).map(|(id, _)| id.clone()).collect();
-            match self.store().results(&halted).await {
-                Ok(results) => {
-                    let mut unanswered: std::collections::HashSet<&String> = halted.iter().collect();
-                    for (run_id, result) in results {
-                        unanswered.remove(&run_id);
-                        self.answer(&run_id, Ok(Some(result)));
-                    }
-                    // Halted without a result to read (deleted meanwhile).
-                    for run_id in unanswered {
+        };
+        let found: std::collections::HashSet<&String> = states.iter().map(|(id, _)| id).collect();
+        for id in ids.iter().filter(|id| !found.contains(id)) {
+            self.answer(id, Err(StoreError::NotFound { run_id: id.clone() }.into()));
+        }
+        let halted: Vec<String> =
+            states.iter().filter(|(_, state)| state.has_result()).map(|(id, _)| id.clone()).collect();
+        match self.store().results(&halted).await {
+            Ok(results) => {
+                let mut unanswered: std::collections::HashSet<&String> = halted.iter().collect();
+                for (run_id, result) in results {
+                    unanswered.remove(&run_id);
+                    self.answer(&run_id, Ok(Some(result)));
+                }
+                // Halted without a result to read (deleted meanwhile).
+                for run_id in unanswered {
+                    self.answer(run_id, Ok(None));
+                }
+            }
+            Err(e) => tracing::warn!("cannot read the results of awaited runs: {e}"),
+        }
+        for (run_id, state) in &states {
+            match state {
+                RunState::Succeeded | RunState::Failed | RunState::AwaitingInput => {}
+                RunState::Queued => {
+                    let due = self.waiters().get(run_id).is_some_and(|w| Instant::now() >= w.deadline);
+                    if due && matches!(self.store().withdraw(run_id).await, Ok(true)) {
                         self.answer(run_id, Ok(None));
                     }
                 }
-                Err(e) => tracing::warn!("cannot read the results of awaited runs: {e}"),
-            }
-            for (run_id, state) in &states {
-                match state {
-                    RunState::Succeeded | RunState::Failed | RunState::AwaitingInput => {}
-                    RunState::Queued => {
-                        let due = self.waiters().get(run_id).is_some_and(|w| Instant::now() >= w.deadline);
-                        if due && matches!(self.store().withdraw(run_id).await, Ok(true)) {
-                            self.answer(run_id, Ok(None));
-                        }
-                    }
-                    RunState::Running => {}
-                }
+                RunState::Running => {}
             }
         }
     }

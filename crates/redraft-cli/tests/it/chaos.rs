@@ -352,6 +352,48 @@ async fn a_sqlite_server_killed_after_a_202_and_mid_run_loses_and_repeats_nothin
 /// SIGTERM to a worker whose runs outlast the grace period: it stops claiming, waits the grace
 /// period, puts its runs back in the queue at once (no lease to wait out) and exits 0; another
 /// worker finishes them.
+/// An API node that executes nothing answers requests waiting for their runs (`/v1/iterate`)
+/// with the results the workers wrote: each request its own run's whole result, the same one
+/// the store holds, whichever worker ran it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_api_node_answers_waiting_requests_with_what_its_workers_wrote() {
+    let Some(url) = postgres("waiting").await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let model = ByAttempt::start(&ANSWERS, Duration::from_millis(50)).await;
+    write_config(dir.path(), &model, Some(&url));
+    let (_api, base) = serve(dir.path(), &["--no-worker"], "api");
+    let _workers = [worker(dir.path(), "w1").await, worker(dir.path(), "w2").await];
+    let client = reqwest::Client::new();
+    let waiting: Vec<_> = (0..40)
+        .map(|_| {
+            let (client, base) = (client.clone(), base.clone());
+            tokio::spawn(async move {
+                let response = client
+                    .post(format!("{base}/v1/iterate"))
+                    .header("content-type", "application/json")
+                    .body(SPEC)
+                    .send()
+                    .await
+                    .unwrap();
+                (response.status(), response.json::<Value>().await.unwrap())
+            })
+        })
+        .collect();
+    let mut ids = std::collections::HashSet::new();
+    for request in waiting {
+        let (status, result) = request.await.unwrap();
+        assert_eq!(status, 200, "{result}");
+        assert_eq!(result["status"], "succeeded", "{result}");
+        assert_eq!(result["artifact"], serde_json::json!({"city": "Toledo"}), "{result}");
+        let run_id = result["run_id"].as_str().unwrap().to_owned();
+        let stored: Value = client.get(format!("{base}/v1/runs/{run_id}")).send().await.unwrap().json().await.unwrap();
+        assert_eq!(stored["history"], result["history"], "the answer is the stored result");
+        assert_eq!(result["history"].as_array().map(Vec::len), Some(3), "{result}");
+        assert!(ids.insert(run_id), "two requests were answered with one run");
+    }
+    assert_eq!(model.calls(), 120, "one call per attempt");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stopped_worker_puts_its_runs_back_for_another() {
     let dir = tempfile::tempdir().unwrap();
