@@ -3,10 +3,13 @@
 //! finished). Each write waiting for a transaction of its own makes the writer the
 //! bottleneck, so the writes that every run makes go through one task that takes all those
 //! waiting and makes them in one transaction: one `BEGIN IMMEDIATE` and one commit for the
-//! batch. Each write still succeeds or fails on its own — it is made inside a savepoint, so a
-//! write refused halfway leaves nothing behind, and its checks (the holder of the run, the
-//! bound on the queue) run inside the batch, in order — and no caller is answered before the
-//! commit that holds its write: a write acknowledged is a write stored.
+//! batch. Each write still succeeds or fails on its own — its checks (the holder of the run,
+//! the bound on the queue) run inside the batch, in order, before it changes anything, so a
+//! refused write leaves nothing behind; a write that fails halfway (the database failing
+//! between two of its statements) rolls the batch back, which is then made again with each
+//! write in a savepoint — and no caller is answered before the commit that holds its write: a
+//! write acknowledged is a write stored. (Savepoints for every write cost a sixth of the
+//! batch: each copies the pages it touches to a journal first.)
 //!
 //! A batch is made on a blocking thread, with the writer connection's handle locked out of
 //! sqlx's worker thread, through rusqlite: every statement then costs a call, not a round
@@ -115,12 +118,53 @@ async fn write_all(writer: &SqlitePool, batch: &[Job]) -> Result<Vec<Result<(), 
     outcomes
 }
 
-/// `BEGIN IMMEDIATE`, each write in a savepoint, `COMMIT` (`ROLLBACK` when that fails).
+/// `BEGIN IMMEDIATE`, each write, `COMMIT` (`ROLLBACK` when that fails); when a write failed
+/// halfway, the batch is rolled back and made again with each write in a savepoint.
 fn write_in(db: &Connection, batch: &[Job]) -> Result<Vec<Result<(), StoreError>>, StoreError> {
+    match transaction(db, batch, Isolate::WhenHalfway) {
+        Err(Failure::Halfway) => transaction(db, batch, Isolate::Always).map_err(Failure::into_error),
+        made => made.map_err(Failure::into_error),
+    }
+}
+
+/// Whether a write is made inside a savepoint of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Isolate {
+    /// Never; a write failing halfway fails the batch with [`Failure::Halfway`].
+    WhenHalfway,
+    Always,
+}
+
+/// Why a batch was not committed.
+#[derive(Debug)]
+enum Failure {
+    /// A write failed after changing something: the batch must be made again, isolating each.
+    Halfway,
+    Store(StoreError),
+}
+
+impl Failure {
+    fn into_error(self) -> StoreError {
+        match self {
+            Failure::Store(e) => e,
+            Failure::Halfway => {
+                StoreError::Query { action: "write".into(), message: "a write failed halfway through a batch".into() }
+            }
+        }
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        Failure::Store(e)
+    }
+}
+
+fn transaction(db: &Connection, batch: &[Job], isolate: Isolate) -> Result<Vec<Result<(), StoreError>>, Failure> {
     db.execute_batch("BEGIN IMMEDIATE").map_err(|e| sql_failed("begin a write", &e))?;
-    let outcomes = Prepared::new(db).and_then(|mut prepared| {
+    let outcomes = Prepared::new(db).map_err(Failure::from).and_then(|mut prepared| {
         let now = now_ms();
-        batch.iter().map(|job| prepared.write(&job.write, now)).collect::<Result<Vec<_>, _>>()
+        batch.iter().map(|job| prepared.write(&job.write, now, isolate)).collect::<Result<Vec<_>, _>>()
     });
     let committed = outcomes.and_then(|outcomes| {
         db.execute_batch("COMMIT").map_err(|e| sql_failed("commit the writes", &e))?;
@@ -134,6 +178,8 @@ fn write_in(db: &Connection, batch: &[Job]) -> Result<Vec<Result<(), StoreError>
 
 /// The statements of a batch, prepared once for all its writes.
 struct Prepared<'c> {
+    /// Whether the write being made has changed something yet.
+    changed: bool,
     savepoint: Statement<'c>,
     release: Statement<'c>,
     rollback: Statement<'c>,
@@ -172,6 +218,7 @@ impl<'c> Prepared<'c> {
     fn new(db: &'c Connection) -> Result<Self, StoreError> {
         let prepare = |sql: &str| db.prepare(sql).map_err(|e| sql_failed("prepare the writes", &e));
         Ok(Self {
+            changed: false,
             savepoint: prepare("SAVEPOINT write")?,
             release: prepare("RELEASE write")?,
             rollback: prepare("ROLLBACK TO write")?,
@@ -202,12 +249,22 @@ impl<'c> Prepared<'c> {
         })
     }
 
-    /// Make one write, all or nothing: a write refused (or failing) halfway is rolled back to
-    /// where it began, and the batch goes on with its outcome. When its savepoint cannot be
-    /// made, undone or released, the batch fails as a whole (the outer error): committing it
-    /// could keep half of that write.
-    fn write(&mut self, write: &Write, now: i64) -> Result<Result<(), StoreError>, StoreError> {
+    /// Make one write, all or nothing: a write refused is refused before it changes anything,
+    /// and the batch goes on with its outcome. A write failing after it changed something is
+    /// rolled back to where it began when it is in a savepoint (`isolate`), and fails the
+    /// batch with [`Failure::Halfway`] when not. When its savepoint cannot be made, undone or
+    /// released, the batch fails as a whole (the outer error): committing it could keep half
+    /// of that write.
+    fn write(&mut self, write: &Write, now: i64, isolate: Isolate) -> Result<Result<(), StoreError>, Failure> {
         let action = || write.action();
+        if isolate == Isolate::WhenHalfway {
+            self.changed = false;
+            let made = self.apply(write, now);
+            if made.is_err() && self.changed {
+                return Err(Failure::Halfway);
+            }
+            return Ok(made);
+        }
         self.savepoint.execute([]).map_err(|e| sql_failed(action(), &e))?;
         let made = self.apply(write, now);
         if made.is_err() {
@@ -233,6 +290,7 @@ impl<'c> Prepared<'c> {
                     Some((worker_id, ttl)) => ("running", Some(worker_id.as_str()), Some(now.saturating_add(*ttl))),
                     None => ("queued", None, None),
                 };
+                // One statement: failing, it changes nothing.
                 let inserted = self
                     .insert
                     .execute(params![run_id, state, spec, now, model, worker_id, lease_until, local])
@@ -247,12 +305,14 @@ impl<'c> Prepared<'c> {
             }
             Write::Attempt { run_id, worker_id, columns } => {
                 self.check_holder(run_id, worker_id, false, &action)?;
+                self.changed = true;
                 upsert(&mut self.save_attempt, run_id, columns, now).map_err(fail)?;
                 self.attempt_totals.execute(params![run_id, now, columns.model]).map_err(fail)?;
                 Ok(())
             }
             Write::Finish { run_id, worker_id, columns, kept } => {
                 self.check_holder(run_id, worker_id, true, &action)?;
+                self.changed = true;
                 self.finish
                     .execute(params![
                         run_id,

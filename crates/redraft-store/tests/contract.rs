@@ -1291,6 +1291,49 @@ mod sqlite_only {
 
     /// Two stores on one file (a server and `redraft runs …` in another process) write at the
     /// same time without "database is locked".
+    /// A write that fails after changing something (here a trigger refusing to delete an
+    /// attempt, the last step of writing a result) leaves nothing of itself, and the writes
+    /// made in the same batch are all stored.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_write_failing_halfway_leaves_nothing_and_fails_no_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("redraft.db");
+        let store = Arc::new(SqliteStore::open(path.to_str().unwrap()).await.unwrap());
+        for r in 0..20 {
+            let run_id = format!("h{r:02}");
+            store.insert_run(&held(&run_id, &SPEC)).await.unwrap();
+            store.save_attempt(&run_id, W, &attempt(1, 0.5, Some(json!(r)))).await.unwrap();
+        }
+        let db = rusqlite::Connection::open(&path).unwrap();
+        db.execute_batch(
+            "CREATE TRIGGER refuse BEFORE DELETE ON attempts WHEN OLD.run_id = 'h07'
+             BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END;",
+        )
+        .unwrap();
+        drop(db);
+        // Each result drops attempt 1 (its history is attempt 2 alone): for `h07`, after the
+        // run's row was written.
+        let results: Vec<RunResult> = (0..20)
+            .map(|r| result(&format!("h{r:02}"), RunStatus::Succeeded, vec![attempt(2, 1.0, Some(json!(r)))]))
+            .collect();
+        let outcomes = futures_util::future::join_all(results.iter().map(|result| store.finish_run(result, W))).await;
+        for (r, outcome) in outcomes.into_iter().enumerate() {
+            let run_id = format!("h{r:02}");
+            let stored = store.run(&run_id).await.unwrap().unwrap();
+            if r == 7 {
+                let error = outcome.unwrap_err();
+                assert!(error.to_string().contains("refused by a trigger"), "{error}");
+                assert_eq!(stored.state, RunState::Running, "nothing of the failed write is kept");
+                assert_eq!(stored.result, None);
+                assert_eq!(stored.attempts, vec![attempt(1, 0.5, Some(json!(r)))]);
+            } else {
+                outcome.unwrap_or_else(|e| panic!("{run_id}: {e}"));
+                assert_eq!(stored.state, RunState::Succeeded, "{run_id}");
+                assert_eq!(stored.attempts, results[r].history, "{run_id}");
+            }
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn two_stores_share_a_file() {
         let dir = tempfile::tempdir().unwrap();
