@@ -5,7 +5,7 @@
 //! commit) while the next batch gathers. Each run is still written or refused on its own: the
 //! statement only writes a run its worker holds, and says which it wrote; a run whose worker
 //! no longer holds it is answered "not written", for the caller to say why. When the database
-//! refuses the statement, each result is written again on its own (the single-run statement),
+//! refuses the statement, each result is written again on its own (the same statement, one run),
 //! so that one bad row cannot fail the others; when the database cannot be reached, every run
 //! of the batch is told so at once. No caller is answered before the commit that holds its
 //! result.
@@ -64,7 +64,8 @@ impl std::fmt::Debug for Job {
 }
 
 /// Write the results given as arrays (`$1`…`$8`, one element per run, each run at most once)
-/// to the runs their workers hold, with their attempts (`$9`…`$14`, one element per attempt,
+/// to the runs their workers hold (running, or already finished by them; the run's row is
+/// updated first, which locks it and checks the holder), with their attempts (`$9`…`$14`, one element per attempt,
 /// named by run) written where they differ from what is stored, keeping the time each was
 /// first recorded, and every other attempt of those runs deleted. A run's model, when it has
 /// none yet, is the first one its history names. Returns the ids of the runs written.
@@ -163,11 +164,11 @@ fn statements(jobs: Vec<Job>) -> Vec<Vec<Job>> {
     statements
 }
 
-/// Write `jobs` in one statement and answer each; the ids of the runs written.
-async fn write(pool: &PgPool, jobs: Vec<Job>) -> Vec<String> {
-    let runs = jobs.iter().map(|j| &j.finish);
+/// Write `finishes` in one statement: the ids of the runs written.
+async fn finish_all(pool: &PgPool, finishes: &[&Finish]) -> Result<Vec<String>, sqlx::Error> {
+    let runs = finishes.iter();
     let attempts = || runs.clone().flat_map(|f| f.columns.history.iter().map(move |a| (f.run_id.as_str(), a)));
-    let written = sqlx::query_scalar::<_, String>(FINISH_RUNS)
+    sqlx::query_scalar::<_, String>(FINISH_RUNS)
         .bind(runs.clone().map(|f| f.run_id.as_str()).collect::<Vec<_>>())
         .bind(runs.clone().map(|f| f.worker_id.as_str()).collect::<Vec<_>>())
         .bind(runs.clone().map(|f| f.columns.state).collect::<Vec<_>>())
@@ -183,7 +184,13 @@ async fn write(pool: &PgPool, jobs: Vec<Job>) -> Vec<String> {
         .bind(attempts().map(|(_, a)| a.has_artifact).collect::<Vec<_>>())
         .bind(attempts().map(|(_, a)| a.record.as_str()).collect::<Vec<_>>())
         .fetch_all(pool)
-        .await;
+        .await
+}
+
+/// Write `jobs` in one statement and answer each; the ids of the runs written.
+async fn write(pool: &PgPool, jobs: Vec<Job>) -> Vec<String> {
+    let finishes: Vec<&Finish> = jobs.iter().map(|j| &j.finish).collect();
+    let written = finish_all(pool, &finishes).await;
     match written {
         Ok(ids) => {
             let written: HashSet<&String> = ids.iter().collect();
@@ -197,7 +204,9 @@ async fn write(pool: &PgPool, jobs: Vec<Job>) -> Vec<String> {
             tracing::debug!("writing {} results together failed ({e}); writing each on its own", jobs.len());
             let mut written = Vec::new();
             for job in jobs {
-                let outcome = crate::postgres::finish_one(pool, &job.finish).await;
+                let outcome = finish_all(pool, &[&job.finish]).await.map(|ids| !ids.is_empty()).map_err(|e| {
+                    StoreError::Query { action: format!("finish run `{}`", job.finish.run_id), message: e.to_string() }
+                });
                 if matches!(outcome, Ok(true)) {
                     written.push(job.finish.run_id);
                 }

@@ -214,33 +214,6 @@ const SAVE_ATTEMPT: &str = "WITH run AS (
          record = excluded.record, recorded_at = excluded.recorded_at
      RETURNING iteration";
 
-/// Finish run `$1` held by worker `$7` (running, or already finished by it), in one statement:
-/// the result on the run's row (which locks it and checks the holder), then its history: the
-/// attempts given (`$8`…`$12`, one array per column) written where they differ from what is
-/// stored, keeping the time each was first recorded, and any other attempt deleted; the run's
-/// model, when it has none yet, is the first one the history names (`$13`). Returns the run's
-/// id; no row when the worker does not hold the run.
-const FINISH_RUN: &str = "WITH run AS (
-         UPDATE runs SET state = $2, halted_because = $3, iterations = $4, best_score = $5, result = $6::json,
-             updated_at = redraft_now_ms(), lease_until = NULL, model = COALESCE(model, $13)
-         WHERE id = $1 AND worker_id = $7 AND state IN ('running', 'succeeded', 'failed', 'awaiting_input')
-         RETURNING id),
-     kept AS (
-         INSERT INTO attempts (run_id, iteration, status, score, has_artifact, record, recorded_at)
-         SELECT run.id, h.iteration, h.status, h.score, h.has_artifact, h.record::json, redraft_now_ms()
-         FROM run, UNNEST($8::BIGINT[], $9::TEXT[], $10::DOUBLE PRECISION[], $11::BOOLEAN[], $12::TEXT[])
-             AS h (iteration, status, score, has_artifact, record)
-         ON CONFLICT (run_id, iteration) DO UPDATE SET
-             status = excluded.status, score = excluded.score, has_artifact = excluded.has_artifact,
-             record = excluded.record
-         WHERE attempts.record::text IS DISTINCT FROM excluded.record::text
-             OR attempts.status IS DISTINCT FROM excluded.status
-             OR attempts.score IS DISTINCT FROM excluded.score
-             OR attempts.has_artifact IS DISTINCT FROM excluded.has_artifact),
-     dropped AS (
-         DELETE FROM attempts WHERE run_id IN (SELECT id FROM run) AND iteration <> ALL($8::BIGINT[]))
-     SELECT id FROM run";
-
 /// Claim the oldest runs (at most `$3`) whose worker stopped renewing its lease (never the
 /// claimer's own: it is alive, so it is still running it), and read them with their attempts.
 const CLAIM_EXPIRED: &str = concat!(
@@ -341,31 +314,6 @@ async fn insert(pool: &PgPool, channel: &str, run: &QueuedRun, holder: Option<Le
 /// Store `run` as queued, on its own.
 pub(crate) async fn insert_queued(pool: &PgPool, channel: &str, run: &QueuedRun) -> Result<(), StoreError> {
     insert(pool, channel, run, None).await
-}
-
-/// Write one result (`FINISH_RUN`); whether it was written (`false`: its worker does not hold
-/// the run). For a result the batch of results could not write.
-pub(crate) async fn finish_one(pool: &PgPool, finish: &Finish) -> Result<bool, StoreError> {
-    let columns = &finish.columns;
-    let history = &columns.history;
-    let written = sqlx::query_scalar::<_, String>(FINISH_RUN)
-        .bind(&finish.run_id)
-        .bind(columns.state)
-        .bind(columns.halted_because)
-        .bind(columns.iterations)
-        .bind(columns.best_score)
-        .bind(&columns.result)
-        .bind(&finish.worker_id)
-        .bind(history.iter().map(|a| a.iteration).collect::<Vec<_>>())
-        .bind(history.iter().map(|a| a.status).collect::<Vec<_>>())
-        .bind(history.iter().map(|a| a.score).collect::<Vec<_>>())
-        .bind(history.iter().map(|a| a.has_artifact).collect::<Vec<_>>())
-        .bind(history.iter().map(|a| a.record.as_str()).collect::<Vec<_>>())
-        .bind(columns.model())
-        .fetch_optional(pool)
-        .await
-        .map_err(|e| failed(format!("finish run `{}`", finish.run_id), e))?;
-    Ok(written.is_some())
 }
 
 #[async_trait::async_trait]

@@ -56,6 +56,17 @@ impl PgSchema {
     async fn drop(self) {
         Self::execute(&self.url, format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name)).await;
     }
+
+    /// The URL of a store in this schema.
+    fn store_url(url: &str, name: &str) -> String {
+        let separator = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{separator}options[search_path]={name}")
+    }
+
+    /// Another store on this schema, as another process would open it.
+    async fn another_store(&self) -> Arc<dyn Store> {
+        redraft_store::open(&Self::store_url(&self.url, &self.name)).await.unwrap()
+    }
 }
 
 /// A PostgreSQL store in a fresh schema named after the case, or `None` when `DATABASE_URL`
@@ -74,8 +85,7 @@ async fn postgres_store(case: &str) -> Option<(Arc<dyn Store>, PgSchema)> {
     let name = format!("redraft_test_{case}");
     PgSchema::execute(&url, format!("DROP SCHEMA IF EXISTS {name} CASCADE")).await;
     PgSchema::execute(&url, format!("CREATE SCHEMA {name}")).await;
-    let separator = if url.contains('?') { '&' } else { '?' };
-    let store = redraft_store::open(&format!("{url}{separator}options[search_path]={name}")).await.unwrap();
+    let store = redraft_store::open(&PgSchema::store_url(&url, &name)).await.unwrap();
     Some((store, PgSchema { url, name }))
 }
 
@@ -959,14 +969,7 @@ mod postgres_only {
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn runs_queued_elsewhere_are_announced() {
         let Some((worker, schema)) = postgres_store("announced").await else { return };
-        let api = redraft_store::open(&format!(
-            "{}{}options[search_path]={}",
-            schema.url,
-            if schema.url.contains('?') { '&' } else { '?' },
-            schema.name
-        ))
-        .await
-        .unwrap();
+        let api = schema.another_store().await;
         let within = Duration::from_secs(10);
         // The first wait starts listening, and reports at once (runs queued before are claimed).
         tokio::time::timeout(within, worker.queued_elsewhere()).await.expect("the first wait reports at once");
@@ -997,14 +1000,7 @@ mod postgres_only {
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn runs_finished_elsewhere_are_announced() {
         let Some((worker, schema)) = postgres_store("finished_announced").await else { return };
-        let api = redraft_store::open(&format!(
-            "{}{}options[search_path]={}",
-            schema.url,
-            if schema.url.contains('?') { '&' } else { '?' },
-            schema.name
-        ))
-        .await
-        .unwrap();
+        let api = schema.another_store().await;
         let within = Duration::from_secs(10);
         // The first wait starts listening, and reports at once that runs may have been missed.
         let first =
