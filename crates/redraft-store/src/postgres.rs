@@ -56,8 +56,9 @@ pub struct PostgresStore {
     signal: Arc<Signal>,
     /// Runs finished by other processes, as they announce them.
     finished: Arc<Signal>,
-    /// When this store last looked for expired leases and found no more.
-    expired_looked: Arc<Mutex<Option<Instant>>>,
+    /// Which worker last looked for expired leases through this store and found no more, and
+    /// when (a look skips the looker's own runs, so it says nothing for another worker).
+    expired_looked: Arc<Mutex<Option<(String, Instant)>>>,
     /// The URL without its password.
     location: String,
 }
@@ -346,7 +347,8 @@ impl Store for PostgresStore {
                 break;
             }
             let looked = || self.expired_looked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if takeover && looked().is_some_and(|at| at.elapsed() < LOOK_FOR_EXPIRED_EVERY) {
+            let recent = |(by, at): &(String, Instant)| by == worker_id && at.elapsed() < LOOK_FOR_EXPIRED_EVERY;
+            if takeover && looked().as_ref().is_some_and(recent) {
                 continue;
             }
             let rows = sqlx::query_as::<_, RunWithAttempts>(statement)
@@ -359,7 +361,7 @@ impl Store for PostgresStore {
             let found = i64::try_from(rows.len()).unwrap_or(0);
             if takeover {
                 // Found fewer than asked for: none left until a lease expires again.
-                *looked() = (found < left).then(Instant::now);
+                *looked() = (found < left).then(|| (worker_id.to_owned(), Instant::now()));
             }
             left -= found;
             for row in rows {
