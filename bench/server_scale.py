@@ -11,13 +11,15 @@ OpenAI-compatible provider answering the valid invoice on the first call after D
   `POST /v1/iterate`, released together;
 * HTTP, PostgreSQL, 2 workers (when DATABASE_URL is set and this redraft has a `worker`
   command): `redraft serve --no-worker` + 2 `redraft worker --concurrency N`, all on
-  DATABASE_URL, the same requests.
+  DATABASE_URL, the same requests. Each round has a schema of its own (created empty, dropped
+  after), as each SQLite round has a fresh directory: what a burst costs does not depend on how
+  many rounds ran before it.
 
 Every request must answer 200 with a succeeded result of one attempt, and the store must then
 hold N succeeded runs and N attempts; anything else is lost. The server's RSS is read from
 /proc: when it has started and is idle (cold), then after WARMUP (20) runs through the same
-path and idle again (the start: the code the path runs is paged in, as in any server that has
-served one request), its peak (VmHWM) and after the burst, once it has been idle (no run in
+path and idle again, with more warm-up runs until every worker has executed some (the start:
+the code the path runs is paged in, as in any server that has served one request), its peak (VmHWM) and after the burst, once it has been idle (no run in
 flight, under 5% of a core) for IDLE_S (5) seconds, polled, and again IDLE_LATE_S (65) seconds
 after that: past the provider connection pool's idle timeout (30 s) and its next sweep, which
 close the connections the burst opened and free their buffers. The target is judged on the
@@ -27,6 +29,7 @@ TIMEOUT_S (300) bounds each request. PERF=1 profiles the redraft processes durin
 (`perf record`) and reports the symbols taking the most CPU.
 """
 
+import itertools
 import json
 import os
 import re
@@ -55,6 +58,7 @@ REDRAFT = BIN / "redraft"
 GIB_KIB = 1024 * 1024
 TICK = os.sysconf("SC_CLK_TCK")
 WORKERS = 2
+ROUND_IDS = itertools.count(1)
 PERF = os.environ.get("PERF") == "1" and shutil.which("perf") is not None
 
 PROVIDER, LIBRARY, HTTP_SQLITE, HTTP_PG = ("provider alone", "library alone", "HTTP, SQLite",
@@ -343,12 +347,25 @@ def store_bytes(tmp):
     return sum(f.stat().st_size for f in d.glob("redraft.db*")) if d.is_dir() else 0
 
 
-def pg_counts(since_ms):
+def pg_query(schema, sql):
+    """Rows of `sql` run by psql on DATABASE_URL, in `schema`."""
+    env = dict(os.environ, PGOPTIONS=f"-c search_path={schema}")
+    out = subprocess.run(["psql", DATABASE_URL, "-AtX", "-c", sql], capture_output=True, text=True, timeout=120,
+                         env=env)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr.strip())
+    return [ln.split("|") for ln in out.stdout.strip().splitlines() if ln]
+
+
+def pg_schema_url(schema):
+    """DATABASE_URL with the store in `schema`."""
+    sep = "&" if "?" in DATABASE_URL else "?"
+    return f"{DATABASE_URL}{sep}options[search_path]={schema}"
+
+
+def pg_counts(schema, since_ms):
     def q(sql):
-        out = subprocess.run(["psql", DATABASE_URL, "-AtX", "-c", sql], capture_output=True, text=True, timeout=120)
-        if out.returncode != 0:
-            raise RuntimeError(out.stderr.strip())
-        return [ln.split("|") for ln in out.stdout.strip().splitlines() if ln]
+        return pg_query(schema, sql)
     states = {s: int(c) for s, c in q(f"SELECT state, count(*) FROM runs WHERE created_at >= {since_ms} GROUP BY state")}
     attempts = int(q(f"SELECT count(*) FROM attempts a JOIN runs r ON r.id = a.run_id WHERE r.created_at >= {since_ms}")[0][0])
     accepted = int(q("SELECT count(*) FROM attempts a JOIN runs r ON r.id = a.run_id "
@@ -361,8 +378,11 @@ def http_round(provider, n, postgres):
     memory, the store's counts."""
     tmp = tempfile.mkdtemp(prefix="redraft-server-scale-")
     procs = []
+    schema = f"redraft_server_scale_{os.getpid()}_{n}_{next(ROUND_IDS)}" if postgres else None
+    if postgres:
+        pg_query("public", f"DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}")
     try:
-        write_config(tmp, provider.url, n, DATABASE_URL if postgres else None)
+        write_config(tmp, provider.url, n, pg_schema_url(schema) if postgres else None)
         server = Proc("serve", ["serve", "--addr", "127.0.0.1:0"] + (["--no-worker"] if postgres else []), tmp)
         procs.append(server)
         addr = server.wait_line(r"listening on (http://\S+)").group(1)
@@ -372,9 +392,15 @@ def http_round(provider, n, postgres):
         metrics_url = addr + "/metrics"
         wait_s, _ = wait_idle(procs, metrics_url, quiet_s=1.0, limit=60)
         cold = [proc_status(p.pid) for p in procs]
-        warm = run_load(addr + "/v1/iterate", WARMUP, timeout_s=60) if WARMUP else {"succeeded": 0}
-        if warm["succeeded"] != WARMUP:
-            sys.exit(f"the warm-up of {WARMUP} runs did not all succeed: {warm}")
+        warmed = 0
+        for _ in range(10 if WARMUP else 0):
+            warm = run_load(addr + "/v1/iterate", WARMUP, timeout_s=60)
+            if warm["succeeded"] != WARMUP:
+                sys.exit(f"the warm-up of {WARMUP} runs did not all succeed: {warm}")
+            warmed += WARMUP
+            # every worker must have run some: one left cold would make its start reading small
+            if not postgres or int(pg_query(schema, "SELECT count(DISTINCT worker_id) FROM runs")[0][0]) >= WORKERS:
+                break
         wait_idle(procs, metrics_url, quiet_s=1.0, limit=60)
         since_ms = int(time.time() * 1000)
         start = [proc_status(p.pid) for p in procs]
@@ -403,7 +429,7 @@ def http_round(provider, n, postgres):
         for p in procs:
             p.stop()
         try:
-            counts = pg_counts(since_ms) if postgres else sqlite_counts(tmp, since_ms)
+            counts = pg_counts(schema, since_ms) if postgres else sqlite_counts(tmp, since_ms)
         except Exception as e:  # noqa: BLE001 — reported, not fatal
             counts = {"error": str(e)}
         logs = {p.name: p.log_summary() for p in procs}
@@ -413,6 +439,11 @@ def http_round(provider, n, postgres):
                 p.p.kill()
                 p.p.wait()
         shutil.rmtree(tmp, ignore_errors=True)
+        if postgres:
+            try:
+                pg_query("public", f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+            except RuntimeError as e:
+                log(f"could not drop the schema {schema}: {e}")
 
     reached = stats["requests"]
     last_reach = next((s["t"] for s in timeline if (s["provider_requests"] or 0) >= reached), None)
@@ -432,7 +463,7 @@ def http_round(provider, n, postgres):
         "nothing_lost": load["succeeded"] == n and load["lost"] == 0 and stored_ok and all(alive),
         "processes": [p.name for p in procs], "alive_after": alive,
         "rss_cold_kib": sum(x.get("VmRSS", 0) for x in cold), "anon_cold_kib": sum(x.get("RssAnon", 0) for x in cold),
-        "warmup_runs": WARMUP, "anon_start_kib": sum(x.get("RssAnon", 0) for x in start),
+        "warmup_runs": warmed, "anon_start_kib": sum(x.get("RssAnon", 0) for x in start),
         "anon_idle_late_kib": sum(x.get("RssAnon", 0) for x in late_status),
         "rss_start_kib": sum(before), "rss_start_kib_each": before, "start_idle_wait_s": wait_s,
         "peak_rss_kib": sum(a.get("VmHWM", 0) for a in after), "peak_rss_kib_each": [a.get("VmHWM", 0) for a in after],
