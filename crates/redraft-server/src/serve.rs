@@ -172,9 +172,9 @@ impl Server {
 /// Fit the run slots and the connections to the open-files limit (raised to the hard limit
 /// first). What the reserve and the commands' share leave is shared by runs and connections as
 /// they come ([`Files`]): runs always have a third of it (or all their slots need, if less), and
-/// take whatever else no connection holds; a connection is admitted while it leaves the runs
-/// that third (a connection waiting for its run in the queue costs one descriptor; a refused
-/// one is a 503 the client sees).
+/// take what else no connection holds but a headroom kept for arriving connections; a
+/// connection is admitted while it leaves the runs that third (a connection waiting for its run
+/// in the queue costs one descriptor; a refused one is a 503 the client sees).
 fn fit_to_open_files(config: &mut Config) -> Arc<Files> {
     use redraft::limits::{FILES_PER_RUN, fit_slots, open_files, shared_files};
     let Some(limit) = open_files() else { return Files::new(u64::MAX, 0) };

@@ -41,11 +41,13 @@ pub fn fit_slots(slots: usize, files: u64) -> Result<usize, usize> {
 }
 
 /// The descriptors a server's runs and its clients' connections share, taken as they are
-/// used: a run takes any descriptor no connection holds, and a connection is admitted only
-/// while it leaves the runs their floor. With the floor kept, a request waiting for its run in
-/// the queue can always have it executed (the runs in flight finish and give theirs back); with
-/// the rest shared, a server whose clients hang up at once (`POST /v1/runs`) or hold few
-/// connections executes as many runs as its limit allows, not only the floor.
+/// used. A connection is admitted only while it leaves the runs their floor: with the floor
+/// kept, a request waiting for its run in the queue can always have it executed (the runs in
+/// flight finish and give theirs back). A run takes any descriptor under the floor, and past it
+/// only while it leaves [`Files::headroom`] free for connections: a request that arrives while
+/// runs hold the rest waits in the queue instead of being refused (a queue is backpressure, a
+/// refusal an error the client sees). A server whose clients hang up at once (`POST /v1/runs`)
+/// or hold few connections still executes nearly as many runs as its limit allows.
 #[derive(Debug)]
 pub struct Files {
     total: u64,
@@ -75,6 +77,12 @@ impl Files {
         Arc::new(Self { total, floor: floor.min(total - 1), used: Mutex::default(), freed: Notify::new() })
     }
 
+    /// What runs past their floor leave free for arriving connections: a quarter of what the
+    /// floor does not reserve (at least one).
+    pub fn headroom(&self) -> u64 {
+        (self.total - self.floor).div_ceil(4)
+    }
+
     fn used(&self) -> MutexGuard<'_, InUse> {
         // Two counters, each changed in one step: a panic elsewhere leaves them consistent.
         self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -91,10 +99,12 @@ impl Files {
         Some(FileHeld { files: self.clone(), run: false })
     }
 
-    /// A descriptor for a run, unless the connections and runs hold them all.
+    /// A descriptor for a run, unless the connections and runs hold them all, or the runs hold
+    /// their floor and taking it would leave less than the headroom.
     pub fn run(self: &Arc<Self>) -> Option<FileHeld> {
         let mut used = self.used();
-        if used.connections + used.runs >= self.total {
+        let taken = used.connections + used.runs;
+        if taken >= self.total || (used.runs >= self.floor && taken.saturating_add(self.headroom()) >= self.total) {
             return None;
         }
         used.runs += 1;
@@ -134,11 +144,13 @@ mod tests {
     #[test]
     fn runs_take_what_connections_leave_and_connections_leave_the_runs_their_floor() {
         let files = Files::new(10, 3);
-        // Without connections, runs take every descriptor.
+        assert_eq!(files.headroom(), 2);
+        // Without connections, runs take every descriptor but the headroom.
         let runs: Vec<_> = std::iter::from_fn(|| files.run()).collect();
-        assert_eq!(runs.len(), 10);
-        assert!(files.connection().is_none(), "nothing left for a connection");
-        drop(runs);
+        assert_eq!(runs.len(), 8);
+        let arrived: Vec<_> = std::iter::from_fn(|| files.connection()).collect();
+        assert_eq!(arrived.len(), 2, "the headroom admits connections");
+        drop((runs, arrived));
         assert_eq!(files.in_use(), (0, 0), "every descriptor is given back");
 
         // Connections stop where the runs' floor begins; the runs still get it all.
@@ -146,19 +158,43 @@ mod tests {
         assert_eq!(connections.len(), 7);
         let runs: Vec<_> = std::iter::from_fn(|| files.run()).collect();
         assert_eq!(runs.len(), 3);
-        // A connection closing gives its descriptor to whichever asks first.
+        // With their floor held, runs leave a closing connection's descriptor to the next one.
         connections.pop();
-        assert!(files.run().is_some_and(|r| r.run));
-        assert_eq!(files.in_use(), (6, 3));
+        assert!(files.run().is_none(), "past the floor, a run leaves the headroom");
+        connections.push(files.connection().expect("the descriptor goes to a connection"));
+        assert_eq!(files.in_use(), (7, 3));
         drop(runs);
 
-        // Runs past their floor take what the connections leave, and keep new connections
-        // out only while they run.
-        let mut runs: Vec<_> = (0..8).map_while(|_| files.run()).collect();
-        assert_eq!((runs.len(), files.in_use()), (4, (6, 4)));
-        assert!(files.connection().is_none());
-        runs.truncate(1);
-        assert!(files.connection().is_some(), "back under the floor, a connection is admitted");
+        // Runs past their floor take what the connections leave but the headroom, so a new
+        // connection is admitted while they run.
+        connections.truncate(4);
+        assert_eq!(files.in_use(), (4, 0));
+        let runs: Vec<_> = (0..8).map_while(|_| files.run()).collect();
+        assert_eq!((runs.len(), files.in_use()), (4, (4, 4)));
+        let arrived: Vec<_> = std::iter::from_fn(|| files.connection()).collect();
+        assert_eq!(arrived.len(), 2, "the headroom admits connections while runs hold the rest");
+    }
+
+    #[test]
+    fn arriving_connections_are_admitted_while_runs_past_their_floor_hold_descriptors() {
+        // The open-files budget of a server with a limit of 20,000 and as many slots.
+        let shared = shared_files(20_000);
+        let files = Files::new(shared, shared / 3);
+        let mut held = Vec::new();
+        // Each request is a connection, then a run for it: all 10,000 are admitted, and the
+        // runs that do not fit wait (in the queue) instead of a connection being refused.
+        let mut waiting = 0;
+        for _ in 0..10_000 {
+            held.push(files.connection().expect("every connection is admitted"));
+            match files.run() {
+                Some(run) => held.push(run),
+                None => waiting += 1,
+            }
+        }
+        let (connections, runs) = files.in_use();
+        assert_eq!(connections, 10_000);
+        assert!(runs >= shared / 3, "the runs have at least their floor: {runs}");
+        assert_eq!(runs + waiting, 10_000);
     }
 
     #[tokio::test]
