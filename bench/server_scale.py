@@ -542,14 +542,14 @@ def report(info, results, pg_note):
                     rows.append([name, i + 1, f"{x['wall_s']:.2f}", f"{lat['p50']:.2f}",
                                  f"{lat['p90']:.2f} / {lat['p99']:.2f}", f"{x['succeeded']:,}/{n:,}", stored,
                                  f"{x['server_cpu_s']:.1f}", mib(x["peak_rss_kib"]),
-                                 f"{mib(x['rss_cold_kib'])} → {mib(x['rss_start_kib'])}",
+                                 f"{mib(x['rss_cold_kib'])} → {mib(x['rss_start_kib'])} ({x['warmup_runs']} runs)",
                                  f"{mib(x['rss_idle_kib'])} ({x['idle_wait_s']:.0f} s) → "
                                  f"{mib(x['rss_idle_late_kib'])} ({x['idle_late_wait_s']:.0f} s)",
                                  f"{mib(x['anon_cold_kib'])} → {mib(x['anon_start_kib'])} → "
                                  f"{mib(x['anon_idle_late_kib'])}",
                                  "yes" if x["nothing_lost"] else "NO"])
         md.append(table(["path", "round", "wall s", "p50 s", "p90 / p99 s", "succeeded", "store: succeeded / attempts",
-                         "CPU s", "peak RSS MiB", f"RSS cold → start (after {WARMUP} runs) MiB",
+                         "CPU s", "peak RSS MiB", "RSS cold → start (after the warm-up runs) MiB",
                          "idle RSS after MiB (waited)", "anonymous RSS cold → start → idle late MiB", "nothing lost"],
                         rows))
         md.append("")
