@@ -36,7 +36,7 @@
 //! "database is locked"; the writes every run makes (stored, each attempt, finished) are group
 //! committed, all those waiting in one transaction (`batch`). On PostgreSQL the runs queued at
 //! once are stored together, one statement per batch (`pg_batch`), and so are the results
-//! written at once (`pg_finish`).
+//! written at once (`pg_finish`), both through one queue (`pg_group`).
 
 use std::sync::Arc;
 
@@ -47,6 +47,7 @@ pub use redraft_core::store::{
 mod batch;
 mod pg_batch;
 mod pg_finish;
+mod pg_group;
 mod pg_signal;
 mod postgres;
 mod rows;

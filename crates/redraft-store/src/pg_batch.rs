@@ -12,7 +12,8 @@ use std::collections::HashMap;
 
 use redraft_core::store::StoreError;
 use sqlx::PgPool;
-use tokio::sync::{mpsc, oneshot};
+
+use crate::pg_group::{self, Batches, Queue};
 
 /// The most runs in one statement.
 const MAX_BATCH: usize = 512;
@@ -29,15 +30,12 @@ pub(crate) struct QueuedRun {
     pub max_queued: Option<i64>,
 }
 
-struct Job {
-    run: QueuedRun,
-    done: oneshot::Sender<Result<(), StoreError>>,
-}
+type Job = pg_group::Job<QueuedRun, ()>;
 
 /// Where queued runs are sent to be stored together.
 #[derive(Debug, Clone)]
 pub(crate) struct Inserts {
-    jobs: mpsc::UnboundedSender<Job>,
+    queue: Queue<QueuedRun, ()>,
 }
 
 /// Where the batches are stored, and announced.
@@ -45,12 +43,6 @@ struct Target {
     pool: PgPool,
     /// The channel queued runs are announced on (`pg_signal`).
     channel: String,
-}
-
-impl std::fmt::Debug for Job {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Job").field("run_id", &self.run.run_id).finish_non_exhaustive()
-    }
 }
 
 /// Insert the runs given as arrays (in order), as queued, within the bound `$5` on waiting
@@ -67,32 +59,25 @@ const INSERT_QUEUED: &str =
 impl Inserts {
     /// Start the task storing queued runs over `pool`. It ends when every `Inserts` is dropped.
     pub(crate) fn start(pool: PgPool, channel: String) -> Self {
-        let (jobs, queue) = mpsc::unbounded_channel();
-        tokio::spawn(run(Target { pool, channel }, queue));
-        Self { jobs }
+        let (queue, batches) = pg_group::queue("queue a run", MAX_BATCH);
+        tokio::spawn(run(Target { pool, channel }, batches));
+        Self { queue }
     }
 
     /// Store `run` as queued in the next batch; answered once that batch is committed.
     pub(crate) async fn insert(&self, run: QueuedRun) -> Result<(), StoreError> {
-        let (done, answer) = oneshot::channel();
-        self.jobs.send(Job { run, done }).map_err(|_| closed())?;
-        answer.await.unwrap_or_else(|_| Err(closed()))
+        self.queue.submit(run).await
     }
 }
 
-fn closed() -> StoreError {
-    StoreError::Query { action: "queue a run".into(), message: "the store is closed".into() }
-}
-
-async fn run(target: Target, mut queue: mpsc::UnboundedReceiver<Job>) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
+async fn run(target: Target, mut batches: Batches<QueuedRun, ()>) {
+    while let Some(batch) = batches.next().await {
         // One statement per bound (every caller of a process passes the same one).
         let mut groups: Vec<(Option<i64>, Vec<Job>)> = Vec::new();
-        for job in batch.drain(..) {
-            match groups.iter_mut().find(|(bound, _)| *bound == job.run.max_queued) {
+        for job in batch {
+            match groups.iter_mut().find(|(bound, _)| *bound == job.item.max_queued) {
                 Some((_, jobs)) => jobs.push(job),
-                None => groups.push((job.run.max_queued, vec![job])),
+                None => groups.push((job.item.max_queued, vec![job])),
             }
         }
         for (bound, jobs) in groups {
@@ -104,12 +89,12 @@ async fn run(target: Target, mut queue: mpsc::UnboundedReceiver<Job>) {
 /// Store `jobs` in one statement and answer each.
 async fn store(target: &Target, bound: Option<i64>, jobs: Vec<Job>) {
     let pool = &target.pool;
-    let column = |f: fn(&QueuedRun) -> Option<String>| jobs.iter().map(|j| f(&j.run)).collect::<Vec<_>>();
+    let column = |f: fn(&QueuedRun) -> Option<String>| jobs.iter().map(|j| f(&j.item)).collect::<Vec<_>>();
     let inserted = sqlx::query_scalar::<_, String>(INSERT_QUEUED)
         .bind(column(|r| Some(r.run_id.clone())))
         .bind(column(|r| Some(r.spec.clone())))
         .bind(column(|r| r.model.clone()))
-        .bind(jobs.iter().map(|j| j.run.local).collect::<Vec<_>>())
+        .bind(jobs.iter().map(|j| j.item.local).collect::<Vec<_>>())
         .bind(bound)
         .fetch_all(pool)
         .await;
@@ -119,19 +104,15 @@ async fn store(target: &Target, bound: Option<i64>, jobs: Vec<Job>) {
         Err(sqlx::Error::Database(e)) => {
             tracing::debug!("storing {} queued runs together failed ({e}); storing each on its own", jobs.len());
             for job in jobs {
-                let outcome = crate::postgres::insert_queued(pool, &target.channel, &job.run).await;
-                let _ = job.done.send(outcome);
+                let outcome = crate::postgres::insert_queued(pool, &target.channel, &job.item).await;
+                job.answer(outcome);
             }
             return;
         }
         // The database cannot be reached (no connection, a broken one): every run is told at
         // once (trying each again would hold the queue for a connection timeout per run).
         Err(e) => {
-            let message = e.to_string();
-            for job in jobs {
-                let action = format!("insert run `{}`", job.run.run_id);
-                let _ = job.done.send(Err(StoreError::Query { action, message: message.clone() }));
-            }
+            pg_group::fail_all(jobs, |run| format!("insert run `{}`", run.run_id), &e.to_string());
             return;
         }
     };
@@ -142,13 +123,13 @@ async fn store(target: &Target, bound: Option<i64>, jobs: Vec<Job>) {
     let mut refused = Vec::new();
     let mut answers = Vec::with_capacity(jobs.len());
     for job in &jobs {
-        match fresh.get_mut(job.run.run_id.as_str()).filter(|n| **n > 0) {
+        match fresh.get_mut(job.item.run_id.as_str()).filter(|n| **n > 0) {
             Some(n) => {
                 *n -= 1;
                 answers.push(Some(Ok(())));
             }
             None => {
-                refused.push(job.run.run_id.clone());
+                refused.push(job.item.run_id.clone());
                 answers.push(None);
             }
         }
@@ -165,10 +146,8 @@ async fn store(target: &Target, bound: Option<i64>, jobs: Vec<Job>) {
             Err(e) => {
                 let message = e.to_string();
                 for (job, answer) in jobs.into_iter().zip(answers) {
-                    let action = format!("insert run `{}`", job.run.run_id);
-                    let _ = job
-                        .done
-                        .send(answer.unwrap_or_else(|| Err(StoreError::Query { action, message: message.clone() })));
+                    let action = format!("insert run `{}`", job.item.run_id);
+                    job.answer(answer.unwrap_or_else(|| Err(StoreError::Query { action, message: message.clone() })));
                 }
                 return;
             }
@@ -181,15 +160,15 @@ async fn store(target: &Target, bound: Option<i64>, jobs: Vec<Job>) {
     }
     for (job, answer) in jobs.into_iter().zip(answers) {
         let answer = answer.unwrap_or_else(|| {
-            if stored.contains(&job.run.run_id) {
+            if stored.contains(&job.item.run_id) {
                 Err(StoreError::Query {
-                    action: format!("insert run `{}`", job.run.run_id),
+                    action: format!("insert run `{}`", job.item.run_id),
                     message: "a run with this id is already stored".into(),
                 })
             } else {
                 Err(StoreError::QueueFull { queued })
             }
         });
-        let _ = job.done.send(answer);
+        job.answer(answer);
     }
 }

@@ -14,8 +14,8 @@ use std::collections::HashSet;
 
 use redraft_core::store::StoreError;
 use sqlx::PgPool;
-use tokio::sync::{mpsc, oneshot};
 
+use crate::pg_group::{self, Batches, Queue};
 use crate::rows::ResultColumns;
 
 /// The most results gathered at once.
@@ -38,16 +38,14 @@ impl Finish {
     }
 }
 
-struct Job {
-    finish: Finish,
-    /// Whether the result was written (`false`: the worker does not hold the run).
-    done: oneshot::Sender<Result<bool, StoreError>>,
-}
+/// A result to write, answered with whether it was written (`false`: the worker does not hold
+/// the run).
+type Job = pg_group::Job<Finish, bool>;
 
 /// Where finished runs are sent to be written together.
 #[derive(Debug, Clone)]
 pub(crate) struct Finishes {
-    jobs: mpsc::UnboundedSender<Job>,
+    queue: Queue<Finish, bool>,
 }
 
 /// Where the results are written, and announced.
@@ -55,12 +53,6 @@ struct Target {
     pool: PgPool,
     /// The channel finished runs are announced on (`pg_signal`).
     channel: String,
-}
-
-impl std::fmt::Debug for Job {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Job").field("run_id", &self.finish.run_id).finish_non_exhaustive()
-    }
 }
 
 /// Write the results given as arrays (`$1`…`$8`, one element per run, each run at most once)
@@ -105,29 +97,22 @@ impl Finishes {
     /// Start the task writing results over `pool` and announcing them on `channel`. It ends
     /// when every `Finishes` is dropped.
     pub(crate) fn start(pool: PgPool, channel: String) -> Self {
-        let (jobs, queue) = mpsc::unbounded_channel();
-        tokio::spawn(run(Target { pool, channel }, queue));
-        Self { jobs }
+        let (queue, batches) = pg_group::queue("finish a run", MAX_BATCH);
+        tokio::spawn(run(Target { pool, channel }, batches));
+        Self { queue }
     }
 
     /// Write `finish` in the next batch; answered once that batch is committed, with whether
     /// the run was written (`false`: its worker does not hold it).
     pub(crate) async fn finish(&self, finish: Finish) -> Result<bool, StoreError> {
-        let (done, answer) = oneshot::channel();
-        self.jobs.send(Job { finish, done }).map_err(|_| closed())?;
-        answer.await.unwrap_or_else(|_| Err(closed()))
+        self.queue.submit(finish).await
     }
 }
 
-fn closed() -> StoreError {
-    StoreError::Query { action: "finish a run".into(), message: "the store is closed".into() }
-}
-
-async fn run(target: Target, mut queue: mpsc::UnboundedReceiver<Job>) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
+async fn run(target: Target, mut batches: Batches<Finish, bool>) {
+    while let Some(batch) = batches.next().await {
         let mut written = Vec::new();
-        for statement in statements(std::mem::take(&mut batch)) {
+        for statement in statements(batch) {
             written.extend(write(&target.pool, statement).await);
         }
         if !written.is_empty() {
@@ -147,14 +132,14 @@ fn statements(jobs: Vec<Job>) -> Vec<Vec<Job>> {
     let mut ids: HashSet<String> = HashSet::new();
     let mut bytes = 0;
     for job in jobs {
-        let size = job.finish.bytes();
+        let size = job.item.bytes();
         let full = !current.is_empty() && bytes + size > MAX_STATEMENT_BYTES;
-        if full || ids.contains(&job.finish.run_id) {
+        if full || ids.contains(&job.item.run_id) {
             statements.push(std::mem::take(&mut current));
             ids.clear();
             bytes = 0;
         }
-        ids.insert(job.finish.run_id.clone());
+        ids.insert(job.item.run_id.clone());
         bytes += size;
         current.push(job);
     }
@@ -189,13 +174,14 @@ async fn finish_all(pool: &PgPool, finishes: &[&Finish]) -> Result<Vec<String>, 
 
 /// Write `jobs` in one statement and answer each; the ids of the runs written.
 async fn write(pool: &PgPool, jobs: Vec<Job>) -> Vec<String> {
-    let finishes: Vec<&Finish> = jobs.iter().map(|j| &j.finish).collect();
+    let finishes: Vec<&Finish> = jobs.iter().map(|j| &j.item).collect();
     let written = finish_all(pool, &finishes).await;
     match written {
         Ok(ids) => {
             let written: HashSet<&String> = ids.iter().collect();
             for job in jobs {
-                let _ = job.done.send(Ok(written.contains(&job.finish.run_id)));
+                let wrote = written.contains(&job.item.run_id);
+                job.answer(Ok(wrote));
             }
             ids
         }
@@ -204,22 +190,18 @@ async fn write(pool: &PgPool, jobs: Vec<Job>) -> Vec<String> {
             tracing::debug!("writing {} results together failed ({e}); writing each on its own", jobs.len());
             let mut written = Vec::new();
             for job in jobs {
-                let outcome = finish_all(pool, &[&job.finish]).await.map(|ids| !ids.is_empty()).map_err(|e| {
-                    StoreError::Query { action: format!("finish run `{}`", job.finish.run_id), message: e.to_string() }
+                let outcome = finish_all(pool, &[&job.item]).await.map(|ids| !ids.is_empty()).map_err(|e| {
+                    StoreError::Query { action: format!("finish run `{}`", job.item.run_id), message: e.to_string() }
                 });
                 if matches!(outcome, Ok(true)) {
-                    written.push(job.finish.run_id);
+                    written.push(job.item.run_id.clone());
                 }
-                let _ = job.done.send(outcome);
+                job.answer(outcome);
             }
             written
         }
         Err(e) => {
-            let message = e.to_string();
-            for job in jobs {
-                let action = format!("finish run `{}`", job.finish.run_id);
-                let _ = job.done.send(Err(StoreError::Query { action, message: message.clone() }));
-            }
+            pg_group::fail_all(jobs, |finish| format!("finish run `{}`", finish.run_id), &e.to_string());
             Vec::new()
         }
     }
@@ -239,12 +221,11 @@ mod tests {
             result: "x".repeat(result_bytes),
             history: Vec::new(),
         };
-        let (done, _) = oneshot::channel();
-        Job { finish: Finish { run_id: run_id.into(), worker_id: "w".into(), columns }, done }
+        Job::detached(Finish { run_id: run_id.into(), worker_id: "w".into(), columns })
     }
 
     fn shape(statements: &[Vec<Job>]) -> Vec<Vec<&str>> {
-        statements.iter().map(|s| s.iter().map(|j| j.finish.run_id.as_str()).collect()).collect()
+        statements.iter().map(|s| s.iter().map(|j| j.item.run_id.as_str()).collect()).collect()
     }
 
     #[test]
@@ -252,7 +233,7 @@ mod tests {
         let split = statements(vec![job("a", 1), job("b", 1), job("a", 2), job("c", 1), job("a", 3)]);
         assert_eq!(shape(&split), vec![vec!["a", "b"], vec!["a", "c"], vec!["a"]]);
         let last_a: Vec<usize> =
-            split.iter().flatten().filter(|j| j.finish.run_id == "a").map(|j| j.finish.bytes()).collect();
+            split.iter().flatten().filter(|j| j.item.run_id == "a").map(|j| j.item.bytes()).collect();
         assert_eq!(last_a, vec![1, 2, 3]);
     }
 
