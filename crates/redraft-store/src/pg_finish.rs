@@ -56,8 +56,9 @@ struct Target {
 }
 
 /// Write the results given as arrays (`$1`…`$8`, one element per run, each run at most once)
-/// to the runs their workers hold (running, or already finished by them; the run's row is
-/// updated first, which locks it and checks the holder), with their attempts (`$9`…`$14`, one element per attempt,
+/// to the runs their workers hold (running, or already finished by them; the runs' rows are
+/// locked first, in the order of their ids as every statement locking several runs does, so
+/// that two of them never wait for each other, and the holder is checked), with their attempts (`$9`…`$14`, one element per attempt,
 /// named by run) written where they differ from what is stored, keeping the time each was
 /// first recorded, and every other attempt of those runs deleted. A run's model, when it has
 /// none yet, is the first one its history names. Returns the ids of the runs written.
@@ -65,11 +66,15 @@ const FINISH_RUNS: &str = "WITH f AS (
          SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::BIGINT[],
                               $6::DOUBLE PRECISION[], $7::TEXT[], $8::TEXT[])
              AS f (id, worker_id, state, halted_because, iterations, best_score, result, model)),
+     locked AS MATERIALIZED (
+         SELECT runs.id FROM runs JOIN f ON runs.id = f.id AND runs.worker_id = f.worker_id
+         WHERE runs.state IN ('running', 'succeeded', 'failed', 'awaiting_input')
+         ORDER BY runs.id FOR UPDATE OF runs),
      run AS (
          UPDATE runs SET state = f.state, halted_because = f.halted_because, iterations = f.iterations,
              best_score = f.best_score, result = f.result::json, updated_at = redraft_now_ms(),
              lease_until = NULL, model = COALESCE(runs.model, f.model)
-         FROM f
+         FROM f JOIN locked ON locked.id = f.id
          WHERE runs.id = f.id AND runs.worker_id = f.worker_id
              AND runs.state IN ('running', 'succeeded', 'failed', 'awaiting_input')
          RETURNING runs.id),

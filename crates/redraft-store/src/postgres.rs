@@ -419,12 +419,17 @@ impl Store for PostgresStore {
         let worker_id = lease.worker_id;
         let mut rows = Vec::with_capacity(run_ids.len());
         // In slices, each its own statement: an update holds the locks of the rows it renewed
-        // until it commits, and a run's writes wait for them meanwhile.
+        // until it commits, and a run's writes wait for them meanwhile. The rows are locked in
+        // the order of their ids, as results written together lock theirs: a renewal and a
+        // batch of results sharing runs wait for each other, never deadlock.
         for ids in run_ids.chunks(RENEW_SLICE) {
             let renewed = sqlx::query_as::<_, (String, bool)>(
-                "UPDATE runs SET lease_until = redraft_now_ms() + $2
-                 WHERE worker_id = $1 AND state = 'running' AND id = ANY($3)
-                 RETURNING id, cancel_requested",
+                "WITH held AS MATERIALIZED (
+                     SELECT id FROM runs WHERE worker_id = $1 AND state = 'running' AND id = ANY($3)
+                     ORDER BY id FOR UPDATE)
+                 UPDATE runs SET lease_until = redraft_now_ms() + $2 FROM held
+                 WHERE runs.id = held.id AND runs.worker_id = $1 AND runs.state = 'running'
+                 RETURNING runs.id, runs.cancel_requested",
             )
             .bind(worker_id)
             .bind(lease_ms(lease.ttl))

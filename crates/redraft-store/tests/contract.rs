@@ -135,6 +135,7 @@ contract!(
     a_run_awaiting_an_answer,
     a_last_attempt_is_written_with_the_result,
     results_written_at_once_are_each_written_or_refused,
+    renewals_racing_results_all_succeed,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -930,6 +931,59 @@ async fn results_written_at_once_are_each_written_or_refused(store: Arc<dyn Stor
     let kept = stored.result.clone().unwrap();
     assert!(kept == first || kept == second, "{kept:?}");
     assert_eq!(stored.attempts, kept.history, "the attempts are those of the result kept");
+}
+
+/// A worker renews the leases of the runs it holds while their results are written, batched
+/// with each other: every renewal and every result succeeds (the two lock the same rows, in
+/// one order, so neither is ever chosen as a deadlock victim), and a run is held until its
+/// result is written.
+async fn renewals_racing_results_all_succeed(store: Arc<dyn Store>) {
+    // A race: three rounds make it likely to be lost at least once were the order not kept.
+    for round in 0..3 {
+        race_renewals_with_results(&store, round).await;
+    }
+}
+
+async fn race_renewals_with_results(store: &Arc<dyn Store>, round: usize) {
+    const RUNS: usize = 600;
+    let run_ids: Vec<String> = (0..RUNS).map(|r| format!("r{round}-{:04}", (r * 7919) % RUNS)).collect();
+    for run_id in &run_ids {
+        store.insert_run(&held(run_id, &SPEC)).await.unwrap();
+    }
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let renewer = {
+        let (store, done, mut ids) = (store.clone(), done.clone(), run_ids.clone());
+        tokio::spawn(async move {
+            let mut renewals = 0;
+            while !done.load(std::sync::atomic::Ordering::Acquire) || renewals < 3 {
+                ids.reverse();
+                store.renew(&lease(W), &ids).await.unwrap_or_else(|e| panic!("renewal {renewals}: {e}"));
+                renewals += 1;
+            }
+            renewals
+        })
+    };
+    let tasks: Vec<_> = run_ids
+        .iter()
+        .map(|run_id| {
+            let (store, run_id) = (store.clone(), run_id.clone());
+            tokio::spawn(async move {
+                let history = vec![attempt(1, 1.0, Some(json!({"run": run_id})))];
+                store.finish_run(&result(&run_id, RunStatus::Succeeded, history), W).await.map_err(|e| (run_id, e))
+            })
+        })
+        .collect();
+    for outcome in futures_util::future::join_all(tasks).await {
+        if let Err((run_id, e)) = outcome.unwrap() {
+            panic!("{run_id}: {e}");
+        }
+    }
+    done.store(true, std::sync::atomic::Ordering::Release);
+    assert!(renewer.await.unwrap() >= 3);
+    let finished = store.results(&run_ids).await.unwrap();
+    assert_eq!(finished.len(), RUNS, "every result is stored");
+    let renewal = store.renew(&lease(W), &run_ids).await.unwrap();
+    assert!(renewal.held.is_empty(), "finished runs are no longer held: {:?}", renewal.held);
 }
 
 static SPEC: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| json!({"prompt": "p"}));
