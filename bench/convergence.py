@@ -44,17 +44,22 @@ MAX_TOKENS = int(os.environ.get("MAX_TOKENS", "512"))
 # roster workers through `--kind fill`, with the kind's hints and without them.
 # TASKS=flat: the people and the 10 order lines of bench/tasks/orders.jsonl (prices written
 # "€77.08", "1,246.73 US dollars"; paid in words), 40 flat extractions.
+# TASKS=people-kind: the people through the person kind (examples/person: every value must be
+# written in the sentence, given as the context), with the kind's hints and without them, and
+# without constrained decoding.
 TASK_SET = os.environ.get("TASKS", "deepjsoneval")
-if TASK_SET not in ("deepjsoneval", "people", "flat", "staffing"):
-    sys.exit("bench: TASKS is deepjsoneval, people, flat or staffing")
+if TASK_SET not in ("deepjsoneval", "people", "flat", "staffing", "people-kind"):
+    sys.exit("bench: TASKS is deepjsoneval, people, flat, staffing or people-kind")
 N = int(os.environ.get("N", "40" if TASK_SET == "flat" else "30"))
 OUT = os.environ.get("OUT", "convergence" if TASK_SET == "deepjsoneval" else f"convergence-{TASK_SET}")
 REDRAFT = os.environ.get("REDRAFT", str(BIN / "redraft"))
 MODEL = "smollm2-135m"
 TASKS = {"deepjsoneval": [CORPORA / "tasks" / "deepjsoneval-dev.jsonl"], "people": [BENCH / "tasks" / "people.jsonl"],
+         "people-kind": [BENCH / "tasks" / "people.jsonl"],
          "flat": [BENCH / "tasks" / "people.jsonl", BENCH / "tasks" / "orders.jsonl"]}.get(TASK_SET, [])
 META = (CORPORA / "tasks" / "deepjsoneval_meta_prompt.txt").read_text().strip()
 STAFFING = BENCH.parent / "examples" / "staffing"
+PERSON = BENCH.parent / "examples" / "person"
 
 # redraft variants: extra CLI flags and config lines. "redraft" is redraft as built, with its
 # defaults; "redraft+example" shows the model an example instead of the JSON Schema;
@@ -65,9 +70,10 @@ VARIANTS = {
     "redraft+example": (["--prompt-style", "example"], ""),
     "redraft-strict": (["--strict"], ""),
     "redraft+constrained": (["--constrained"], ""),
-} if TASK_SET != "staffing" else {
+} if TASK_SET not in ("staffing", "people-kind") else {
     "redraft": ([], ""),
     "redraft-no-hints": (["--no-hints"], ""),
+    "redraft-no-constrained": (["--no-constrained"], ""),
 }
 if os.environ.get("BENCH_REDRAFT_BEFORE"):  # another build of the CLI, e.g. before a change
     VARIANTS = {"redraft-before": (["@" + os.environ["BENCH_REDRAFT_BEFORE"]], ""),
@@ -106,10 +112,21 @@ def staffing_ok(task, value):
                     and rows[i]["role"] == c["role"] for i in ids))
 
 
-def kinds_without_hints(dest):
-    """A copy of the staffing kinds with every rule's `[rules.hint]` table removed."""
+def person_ok(task, value):
+    """The person kind's rules, checked here: schema-valid, the name, the age and the city written
+    in the sentence, the occupation one it names (or `other`)."""
+    text = task["text"]
+    if not jsonschema.validators.validator_for(task["schema"])(task["schema"]).is_valid(value):
+        return False
+    occupation = value["occupation"]
+    return (value["name"] in text and str(value["age"]) in text and value["city"] in text
+            and (occupation == "other" or occupation in text))
+
+
+def kinds_without_hints(dest, pack=STAFFING):
+    """A copy of a pack's kinds with every rule's `[rules.hint]` table removed."""
     import shutil
-    shutil.copytree(STAFFING, dest, dirs_exist_ok=True)
+    shutil.copytree(pack, dest, dirs_exist_ok=True)
     for toml in (dest / "kinds").glob("*/kind.toml"):
         out, skipping = [], False
         for line in toml.read_text().splitlines():
@@ -154,6 +171,8 @@ def judge(schema, value, task=None):
         return False
     if task is not None and TASK_SET == "staffing":
         return staffing_ok(task, value)
+    if task is not None and TASK_SET == "people-kind":
+        return person_ok(task, value)
     return jsonschema.validators.validator_for(schema)(schema).is_valid(value)
 
 
@@ -339,6 +358,11 @@ def run_redraft(task, flags, config):
             (t / "context.json").write_text(json.dumps(task["context"]))
             (t / "prompt.txt").write_text(task["text"])
             what = ["--kinds", str(kinds), "--kind", "fill", "--context", f"@{t / 'context.json'}"]
+        elif TASK_SET == "people-kind":
+            kinds = kinds_without_hints(t / "pack", PERSON) if "--no-hints" in flags else PERSON / "kinds"
+            flags = [f for f in flags if f != "--no-hints"]
+            (t / "context.json").write_text(json.dumps({"text": task["text"]}, ensure_ascii=False))
+            what = ["--kinds", str(kinds), "--kind", "person", "--context", f"@{t / 'context.json'}"]
         else:
             what = ["--schema", str(t / "schema.json")]
         cmd = [binary, "run", "--config", str(t / "redraft.toml"), "--model", f"openai/{MODEL}",
@@ -447,7 +471,7 @@ ORDER = ["one-call", "instructor"]
 def main():
     tasks = select_tasks()
     # One call and Instructor have no roster to check a fill against: redraft's variants only.
-    others = "" if TASK_SET == "staffing" else "one-call,instructor,"
+    others = "" if TASK_SET in ("staffing", "people-kind") else "one-call,instructor,"
     systems = os.environ.get("SYSTEMS", others + ",".join(VARIANTS)).split(",")
     out = {"machine": machine(), "task_set": TASK_SET, "model": MODEL, "base_url": BASE_URL, "n": len(tasks), "max_tokens": MAX_TOKENS,
            "tasks": [t["id"] for t in tasks], "variants": VARIANTS, "systems": {}}
@@ -491,7 +515,9 @@ def main():
     what = {"deepjsoneval": f"DeepJSONEval (English, the {len(tasks)} shortest tasks)",
             "people": f"{len(tasks)} flat person extractions (bench/tasks/people.jsonl)",
             "flat": f"{len(tasks)} flat extractions (bench/tasks/people.jsonl and orders.jsonl)",
-            "staffing": f"the {len(tasks)} staffing contracts (examples/staffing; valid = the fill rules pass)"}[TASK_SET]
+            "staffing": f"the {len(tasks)} staffing contracts (examples/staffing; valid = the fill rules pass)",
+            "people-kind": f"{len(tasks)} person extractions through the person kind (examples/person; valid = "
+                           "its rules pass: every value written in the sentence)"}[TASK_SET]
     md = [f"Convergence on {what}, {MODEL}, temperature 0, max_tokens {MAX_TOKENS}", "",
           table(HEADER, [row(v["summary"]) for v in out["systems"].values()])]
     if "one-call" in out["systems"]:

@@ -3,7 +3,8 @@
 # (max_iterations=3) on DeepJSONEval extraction tasks (../shared/corpora/tasks; TASKS=people: the
 # 30 flat person extractions of bench/tasks/people.jsonl instead; TASKS=flat: those and the 10
 # order lines of bench/tasks/orders.jsonl; TASKS=staffing: the contracts
-# of examples/staffing filled through `--kind fill`, with the kind's hints and without), with
+# of examples/staffing filled through `--kind fill`, with the kind's hints and without;
+# TASKS=people-kind: the people through the person kind, with its hints and without), with
 # SmolLM2-135M-Instruct under llama-server, started here (bench/local-model.sh: built and cached
 # on first use, ~5 min) and stopped at the end.
 # Writes bench/results/convergence.{json,md} (convergence-people.*, convergence-staffing.* for those sets). N (30 tasks), MAX_TOKENS (512), SYSTEMS,

@@ -265,6 +265,11 @@ pub struct Engine {
     limit: u32,
     /// A person's answer the next attempt is the first to receive.
     reply: Option<PersonReply>,
+    /// What the checks said the values at some paths must also match (their hints' schemas),
+    /// the latest for each path, and the run's schema narrowed by them: what the next request
+    /// asks a constraining decoder for.
+    narrowing: Vec<(String, Value)>,
+    narrowed: Option<Arc<Value>>,
 }
 
 /// Why a person's answer cannot be given to a run.
@@ -404,6 +409,8 @@ impl Engine {
             budget_stop: None,
             limit,
             reply: None,
+            narrowing: Vec::new(),
+            narrowed: None,
         };
         // A budget that cannot pay for even the first attempt is a mistake in the request, not
         // a run that ran out: refuse it before anything is sent.
@@ -465,7 +472,11 @@ impl Engine {
             max_iterations: self.limit,
             tool: self.plan.tool.clone(),
             parameters: self.plan.parameters.clone(),
-            schema: self.plan.schema.clone().filter(|_| self.plan.mode == Mode::Structured && self.plan.tool.is_none()),
+            schema: self
+                .narrowed
+                .clone()
+                .or_else(|| self.plan.schema.clone())
+                .filter(|_| self.plan.mode == Mode::Structured && self.plan.tool.is_none()),
         }
     }
 
@@ -866,9 +877,36 @@ impl Engine {
             if record.repeat_of.is_some() {
                 self.vary();
             }
+            self.narrow_by(&record);
             self.prepare_feedback(&record);
         }
         self.history.push(record);
+    }
+
+    /// Take the schemas of `record`'s hints into the schema the next requests send (see
+    /// [`crate::narrow`]): a path keeps its latest, so what an earlier attempt learned still
+    /// holds when a later one fails elsewhere.
+    fn narrow_by(&mut self, record: &AttemptRecord) {
+        let Some(schema) = self.plan.schema.as_deref() else { return };
+        let mut changed = false;
+        for issue in &record.issues {
+            let Some(fragment) = issue.hint_schema() else { continue };
+            match self.narrowing.iter_mut().find(|(path, _)| *path == issue.path) {
+                Some((_, known)) if known == fragment => {}
+                Some((_, known)) => {
+                    *known = fragment.clone();
+                    changed = true;
+                }
+                None => {
+                    self.narrowing.push((issue.path.clone(), fragment.clone()));
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            let constraints = self.narrowing.iter().map(|(path, fragment)| (path.as_str(), fragment));
+            self.narrowed = crate::narrow::narrow(schema, constraints).map(Arc::new);
+        }
     }
 
     /// After a repeated answer: a higher temperature, and the next fallback model if any.

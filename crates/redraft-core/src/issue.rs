@@ -65,6 +65,11 @@ pub struct Hint {
     /// The reference tables it was drawn from.
     #[serde(rename = "hint_tables", default, skip_serializing_if = "Vec::is_empty")]
     pub tables: Vec<String>,
+    /// A JSON Schema the value at the issue's path must also match ("one of W-9, W-12"): a
+    /// backend that constrains decoding is given the run's schema narrowed by it for the next
+    /// attempt (see [`crate::narrow`]). The checks do not use it.
+    #[serde(rename = "hint_schema", default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Value>,
 }
 
 impl Issue {
@@ -84,13 +89,26 @@ impl Issue {
 
     /// Set the hint and the reference tables it was drawn from.
     pub fn with_hint(mut self, hint: impl Into<String>, tables: Vec<String>) -> Self {
-        self.hint = Some(Box::new(Hint { text: hint.into(), tables }));
+        self.hint = Some(Box::new(Hint { text: hint.into(), tables, schema: None }));
         self
     }
 
-    /// The hint's words, when the issue has a hint.
+    /// Set the schema the value at the issue's path must also match (see [`Hint::schema`]).
+    pub fn with_hint_schema(mut self, schema: Value) -> Self {
+        self.hint
+            .get_or_insert_with(|| Box::new(Hint { text: String::new(), tables: Vec::new(), schema: None }))
+            .schema = Some(schema);
+        self
+    }
+
+    /// The hint's words, when the issue has a hint that says something.
     pub fn hint_text(&self) -> Option<&str> {
-        self.hint.as_deref().map(|h| h.text.as_str())
+        self.hint.as_deref().map(|h| h.text.as_str()).filter(|t| !t.is_empty())
+    }
+
+    /// The schema the value at the issue's path must also match, when its hint has one.
+    pub fn hint_schema(&self) -> Option<&Value> {
+        self.hint.as_deref().and_then(|h| h.schema.as_ref())
     }
 
     /// Set what was expected and what was found.
@@ -218,6 +236,12 @@ mod tests {
         let json = serde_json::to_value(&plain).unwrap();
         assert!(json.get("hint").is_none() && json.get("hint_tables").is_none(), "{json}");
         assert_eq!(serde_json::from_value::<Issue>(json).unwrap().hint, None);
+
+        let narrowed = issue.with_hint_schema(serde_json::json!({"enum": ["W-2"]}));
+        let json = serde_json::to_value(&narrowed).unwrap();
+        assert_eq!(json["hint_schema"], serde_json::json!({"enum": ["W-2"]}));
+        assert_eq!(json["hint"], "in Toledo: W-2");
+        assert_eq!(serde_json::from_value::<Issue>(json).unwrap(), narrowed);
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod escalation;
 pub mod evaluator;
 pub mod events;
 pub mod issue;
+pub mod narrow;
 pub mod policy;
 pub mod price;
 pub mod prompt;

@@ -264,9 +264,27 @@ async fn a_failed_fill_rule_hints_at_the_roster_rows_that_would_satisfy_it() {
         ]
     );
 
+    // For constrained decoding: the worker rules' schemas allow only those ids, the count's
+    // only that many workers; the duplicate has none.
+    let schemas: Vec<(&str, Option<Value>)> =
+        verdict.issues.iter().map(|i| (i.code.as_str(), i.hint_schema().cloned())).collect();
+    let ids = Some(json!({"enum": ["W-2", "W-3"]}));
+    assert_eq!(
+        schemas,
+        [
+            ("rule:city_matches", ids.clone()),
+            ("rule:city_matches", ids.clone()),
+            ("rule:state_matches", ids.clone()),
+            ("rule:role_matches", ids),
+            ("rule:count", Some(json!({"minItems": 2, "maxItems": 2}))),
+            ("rule:no_duplicates", None),
+        ]
+    );
+
     // Another contract, another hint; when no row would do, the hint says so.
     let verdict = evaluate("fill", fill(&["W-2"]), &contract("detroit-electrician")).await;
     assert_eq!(verdict.issues[0].hint_text(), Some("workers in Detroit, MI with role Electrician: W-11 Kay Lopez"));
+    assert_eq!(verdict.issues[0].hint_schema(), Some(&json!({"enum": ["W-11"]})));
     let nobody = json!({"contract_id": "C-99", "target_count": 1, "city": "Akron", "state": "OH", "role": "Welder"});
     let verdict = evaluate("fill", fill(&["W-2"]), &nobody).await;
     assert_eq!(verdict.issues[0].hint_text(), Some("no worker in the roster is in Akron, OH with role Welder"));

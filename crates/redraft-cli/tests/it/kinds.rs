@@ -195,3 +195,47 @@ async fn the_person_kind_checks_each_value_against_the_sentence() {
     let out = run(r#"{"name": "Carlos Mendez", "age": 41, "city": "Monterrey", "occupation": "electrician"}"#).await;
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 }
+
+/// With constrained decoding (the default), a rule's hint schema narrows the next request's
+/// `response_format` where the rule failed: after "the text names: electrician", the decoder
+/// may only write `electrician` there. The rules still judge the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_rule_narrows_the_next_requests_response_format_to_its_hint() {
+    let model = FakeOpenAi::start(vec![
+        reply(r#"{"name": "Carlos Mendez", "age": 41, "city": "Monterrey", "occupation": "nurse"}"#),
+        reply(r#"{"name": "Carlos Mendez", "age": 41, "city": "Monterrey", "occupation": "electrician"}"#),
+    ])
+    .await;
+    let mut c = redraft(&repo());
+    c.env("OPENAI_BASE_URL", model.base_url()).args([
+        "run",
+        "--no-store",
+        "--model",
+        "openai/fake",
+        "--kinds",
+        "examples/person/kinds",
+        "--kind",
+        "person",
+        "--context",
+        r#"{"text": "Carlos Mendez, a 41-year-old electrician, lives in Monterrey."}"#,
+        "--prompt",
+        "Extract the person.",
+        "--json",
+    ]);
+    let out = output(c).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: Value = serde_json::from_str(&out.stdout).unwrap();
+    let issue = &result["history"][0]["issues"][0];
+    assert_eq!(issue["code"], "rule:occupation_in_text", "{result}");
+    assert_eq!(issue["hint"], "the text names: electrician");
+    assert_eq!(issue["hint_schema"], json!({"enum": ["electrician"]}));
+    assert_eq!(result["artifact"]["occupation"], "electrician");
+
+    let bodies = model.bodies().await;
+    let occupation =
+        |i: usize| bodies[i]["response_format"]["json_schema"]["schema"]["properties"]["occupation"].clone();
+    assert_eq!(occupation(0)["enum"], json!(["nurse", "electrician", "pilot", "teacher", "other"]), "{}", bodies[0]);
+    assert_eq!(occupation(1), json!({"type": "string", "enum": ["electrician"]}), "{}", bodies[1]);
+    // Only the decoder is narrowed: the prompt shows the kind's schema, all five occupations.
+    assert!(last_user_message(&bodies[0]).contains("\"pilot\""));
+}

@@ -52,10 +52,14 @@ pub(super) struct RuleSpec {
     pub hint: Option<HintSpec>,
 }
 
-/// `hint = { value = "CEL", message = "template" }`: evaluated when the rule fails.
+/// `hint = { value = "CEL", message = "template", schema = "CEL" }`: evaluated when the rule
+/// fails; `schema` (optional) gives the JSON Schema the value at the rule's path must also
+/// match, for the next attempt's constrained decoding.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct HintSpec {
     pub value: Spanned<String>,
     pub message: Spanned<String>,
+    #[serde(default)]
+    pub schema: Option<Spanned<String>>,
 }

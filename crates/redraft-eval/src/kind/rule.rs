@@ -37,11 +37,17 @@ struct Hint {
     value: Expression,
     /// The template's name in the kind's template environment; it sees the value as `hint`.
     message: String,
+    /// The JSON Schema (an object) the value at the rule's path must also match.
+    schema: Option<Expression>,
 }
 
 /// The most characters of a hint kept in an issue (a hint listing a whole table would crowd out
 /// the rest of the feedback).
 const HINT_MAX_CHARS: usize = 1000;
+
+/// The largest hint schema kept in an issue, as JSON: a schema listing a whole table would
+/// make a grammar larger than the answer it constrains.
+const HINT_SCHEMA_MAX_BYTES: usize = 16 * 1024;
 
 /// Where a rule is compiled: the file (for errors), its text (for lines), the CEL environment,
 /// the kind's templates and its table names.
@@ -89,6 +95,8 @@ impl Compiler<'_> {
         let found = spec.found.as_ref().map(|s| compile("found", s, &item)).transpose()?;
         let expected = spec.expected.as_ref().map(|s| compile("expected", s, &item)).transpose()?;
         let hint_value = spec.hint.as_ref().map(|h| compile("hint.value", &h.value, &item)).transpose()?;
+        let hint_schema =
+            spec.hint.as_ref().and_then(|h| h.schema.as_ref()).map(|s| compile("hint.schema", s, &item)).transpose()?;
 
         let mut allowed: BTreeSet<&str> = ["self", "context"].into();
         if has_each {
@@ -116,7 +124,7 @@ impl Compiler<'_> {
                 let message = self
                     .template(&code, "hint", &h.message, &allowed)
                     .map_err(|(m, hint)| bad("hint.message", self.line(&h.message), m, hint))?;
-                Some(Hint { value, message })
+                Some(Hint { value, message, schema: hint_schema })
             }
             _ => None,
         };
@@ -265,6 +273,9 @@ impl Rule {
                     issue =
                         issue.with_hint(hint, self.hint.as_ref().map(|h| h.value.tables.clone()).unwrap_or_default());
                 }
+                if let Some(schema) = self.hint_schema(ctx) {
+                    issue = issue.with_hint_schema(schema);
+                }
                 self.push(issue.with_values(expected, found), run);
             }
             Ok(other) => {
@@ -292,6 +303,15 @@ impl Rule {
             Some((cut, _)) => format!("{}… ({} more characters)", &text[..cut], total - HINT_MAX_CHARS),
             None => text.to_owned(),
         })
+    }
+
+    /// The hint's schema for a failure: `None` when the rule has none, when it cannot be
+    /// computed, when it is not an object, or when it is larger than [`HINT_SCHEMA_MAX_BYTES`].
+    fn hint_schema(&self, ctx: &Context<'_, '_>) -> Option<serde_json::Value> {
+        let expression = self.hint.as_ref()?.schema.as_ref()?;
+        let schema = cel_to_json(&expression.eval(ctx).ok()?);
+        let size = serde_json::to_vec(&schema).map_or(usize::MAX, |bytes| bytes.len());
+        (schema.is_object() && size <= HINT_SCHEMA_MAX_BYTES).then_some(schema)
     }
 
     fn path(&self, vars: &Vars<'_>, run: &Run<'_>) -> String {

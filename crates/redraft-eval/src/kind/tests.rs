@@ -392,6 +392,40 @@ fn a_long_hint_is_cut_and_says_by_how_much() {
 }
 
 #[test]
+fn a_hint_schema_narrows_the_value_at_the_rules_path() {
+    let rules = HINTED.replace(
+        "message = \"{% if hint %}in",
+        "schema = \"{'enum': workers.filter(id, workers[id].city == context.city).sort()}\"\nmessage = \"{% if hint %}in",
+    );
+    let kind = load(&format!("{HEAD}{rules}")).unwrap();
+    let fills = json!({"fills": [{"worker_id": "W-2"}, {"worker_id": "W-1"}]});
+    let issues = kind.check_rules(&fills, &json!({"city": "Toledo"}));
+    assert_eq!(issues.len(), 1);
+    assert_eq!(issues[0].path, "/fills/1/worker_id");
+    assert_eq!(issues[0].hint_schema(), Some(&json!({"enum": ["W-2"]})));
+    assert_eq!(issues[0].hint_text(), Some("in Toledo: W-2 Ben"));
+    // No worker there: the schema is given as computed (an empty `enum`, which the narrowing
+    // of the next request leaves out), and the words say so, or nothing.
+    let issues = kind.check_rules(&fills, &json!({"city": "Akron"}));
+    assert_eq!(issues[0].hint_schema(), Some(&json!({"enum": []})));
+    assert_eq!(issues[0].hint_text(), None);
+    // Not an object, or not computable: no schema; the issue and its words stay.
+    for schema in ["'W-2'", "{'enum': workers.map(id, workers[id].town)}"] {
+        let rules = HINTED
+            .replace("message = \"{% if hint %}in", &format!("schema = \"{schema}\"\nmessage = \"{{% if hint %}}in"));
+        let kind = load(&format!("{HEAD}{rules}")).unwrap();
+        let issues = kind.check_rules(&fills, &json!({"city": "Toledo"}));
+        assert_eq!(issues[0].hint_schema(), None, "{schema}");
+        assert_eq!(issues[0].hint_text(), Some("in Toledo: W-2 Ben"), "{schema}");
+    }
+    // An unknown name is refused when the kind loads.
+    let rules =
+        HINTED.replace("message = \"{% if hint %}in", "schema = \"{'enum': roster}\"\nmessage = \"{% if hint %}in");
+    let err = load(&format!("{HEAD}{rules}")).unwrap_err().to_string();
+    assert!(err.contains("`hint.schema` uses `roster`, which is not defined"), "{err}");
+}
+
+#[test]
 fn hint_errors_name_the_rule_and_field() {
     let err = rule_error(
         "code = \"c\"\ncheck = \"true\"\nmessage = \"m\"\n[rules.hint]\nvalue = \"roster.size()\"\nmessage = \"{{ hint }}\"",
