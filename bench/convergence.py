@@ -114,13 +114,13 @@ def staffing_ok(task, value):
 
 def person_ok(task, value):
     """The person kind's rules, checked here: schema-valid, the name, the age and the city written
-    in the sentence, the occupation one it names (or `other`)."""
+    in the sentence, the city not part of the name, the occupation one it names (or `other`)."""
     text = task["text"]
     if not jsonschema.validators.validator_for(task["schema"])(task["schema"]).is_valid(value):
         return False
     occupation = value["occupation"]
     return (value["name"] in text and str(value["age"]) in text and value["city"] in text
-            and (occupation == "other" or occupation in text))
+            and value["city"] not in value["name"] and (occupation == "other" or occupation in text))
 
 
 def kinds_without_hints(dest, pack=STAFFING):

@@ -51,7 +51,7 @@ pub struct Issue {
     /// What would satisfy the check, drawn from reference data the model has not seen (a kind
     /// rule's `hint`); serialised as the issue's `hint` and `hint_tables` fields. Boxed: most
     /// issues have none, and an `Issue` stays small enough to be a cheap `Err`.
-    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none", deserialize_with = "hint_if_any")]
     pub hint: Option<Box<Hint>>,
 }
 
@@ -59,8 +59,8 @@ pub struct Issue {
 /// Toledo, OH with role Welder: W-2 Ben Carter, W-3 Carla Diaz".
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hint {
-    /// The hint's words.
-    #[serde(rename = "hint")]
+    /// The hint's words (none when it has only a schema).
+    #[serde(rename = "hint", default, skip_serializing_if = "String::is_empty")]
     pub text: String,
     /// The reference tables it was drawn from.
     #[serde(rename = "hint_tables", default, skip_serializing_if = "Vec::is_empty")]
@@ -70,6 +70,12 @@ pub struct Hint {
     /// attempt (see [`crate::narrow`]). The checks do not use it.
     #[serde(rename = "hint_schema", default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<Value>,
+}
+
+/// An issue's hint as read, `None` when none of its fields is there.
+fn hint_if_any<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Box<Hint>>, D::Error> {
+    let hint = Option::<Box<Hint>>::deserialize(d)?;
+    Ok(hint.filter(|h| !h.text.is_empty() || !h.tables.is_empty() || h.schema.is_some()))
 }
 
 impl Issue {
@@ -242,6 +248,13 @@ mod tests {
         assert_eq!(json["hint_schema"], serde_json::json!({"enum": ["W-2"]}));
         assert_eq!(json["hint"], "in Toledo: W-2");
         assert_eq!(serde_json::from_value::<Issue>(json).unwrap(), narrowed);
+
+        // A hint of a schema only has no words to write.
+        let only = Issue::new("/city", "rule:city", "not in the text").with_hint_schema(serde_json::json!({"enum": ["Osaka"]}));
+        let json = serde_json::to_value(&only).unwrap();
+        assert!(json.get("hint").is_none(), "{json}");
+        assert_eq!(only.hint_text(), None);
+        assert_eq!(serde_json::from_value::<Issue>(json).unwrap(), only);
     }
 
     #[test]

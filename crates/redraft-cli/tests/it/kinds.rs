@@ -187,9 +187,11 @@ async fn the_person_kind_checks_each_value_against_the_sentence() {
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert_eq!(
         out.stdout,
-        "1. /age: the age 44 is not written in the text [rule:age_in_text]\n\
-         2. /city: the city 'Mexico' is not written in the text [rule:city_in_text]\n\
-         3. /occupation: the text does not say the person is a nurse [rule:occupation_in_text]\n   \
+        "1. /age: the age 44 is not written in the text [rule:age_in_text]\n   \
+         hint: the text holds: 41\n\
+         2. /city: the city 'Mexico' is not written in the text [rule:city_in_text]\n   \
+         hint: the capitalised words of the text: Carlos, Mendez, Monterrey\n\
+         3. /occupation: the text does not name the occupation 'nurse' [rule:occupation_in_text]\n   \
          hint: the text names: electrician\n"
     );
     let out = run(r#"{"name": "Carlos Mendez", "age": 41, "city": "Monterrey", "occupation": "electrician"}"#).await;
