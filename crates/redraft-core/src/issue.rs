@@ -250,7 +250,8 @@ mod tests {
         assert_eq!(serde_json::from_value::<Issue>(json).unwrap(), narrowed);
 
         // A hint of a schema only has no words to write.
-        let only = Issue::new("/city", "rule:city", "not in the text").with_hint_schema(serde_json::json!({"enum": ["Osaka"]}));
+        let only = Issue::new("/city", "rule:city", "not in the text")
+            .with_hint_schema(serde_json::json!({"enum": ["Osaka"]}));
         let json = serde_json::to_value(&only).unwrap();
         assert!(json.get("hint").is_none(), "{json}");
         assert_eq!(only.hint_text(), None);

@@ -5,6 +5,23 @@ use serde_json::{Value, json};
 
 use crate::{output, redraft, repo};
 
+/// `redraft run --json` of `kind` (from the repository's `kinds` directory) with `context`,
+/// against `model`, nothing stored.
+fn run_kind(model: &FakeOpenAi, kinds: &str, kind: &str, context: &str, prompt: &str) -> assert_cmd::Command {
+    let mut c = redraft(&repo());
+    c.env("OPENAI_BASE_URL", model.base_url()).args(["run", "--no-store", "--model", "openai/fake", "--json"]).args([
+        "--kinds",
+        kinds,
+        "--kind",
+        kind,
+        "--context",
+        context,
+        "--prompt",
+        prompt,
+    ]);
+    c
+}
+
 const TOLEDO: &str = r#"{"contract_id": "C-7", "target_count": 2, "city": "Toledo", "state": "OH", "role": "Welder"}"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -14,23 +31,7 @@ async fn a_fill_naming_a_louisville_worker_is_fed_back_and_the_loop_converges() 
         reply(r#"{"contract_id": "C-7", "fills": [{"worker_id": "W-3"}, {"worker_id": "W-2"}]}"#),
     ])
     .await;
-    let mut c = redraft(&repo());
-    c.env("OPENAI_BASE_URL", model.base_url()).args([
-        "run",
-        "--no-store",
-        "--model",
-        "openai/fake",
-        "--kinds",
-        "examples/staffing/kinds",
-        "--kind",
-        "fill",
-        "--context",
-        TOLEDO,
-        "--prompt",
-        "Staff contract C-7.",
-        "--json",
-    ]);
-    let out = output(c).await;
+    let out = output(run_kind(&model, "examples/staffing/kinds", "fill", TOLEDO, "Staff contract C-7.")).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let result: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(result["iterations"], 2);
@@ -208,23 +209,8 @@ async fn a_failed_rule_narrows_the_next_requests_response_format_to_its_hint() {
         reply(r#"{"name": "Carlos Mendez", "age": 41, "city": "Monterrey", "occupation": "electrician"}"#),
     ])
     .await;
-    let mut c = redraft(&repo());
-    c.env("OPENAI_BASE_URL", model.base_url()).args([
-        "run",
-        "--no-store",
-        "--model",
-        "openai/fake",
-        "--kinds",
-        "examples/person/kinds",
-        "--kind",
-        "person",
-        "--context",
-        r#"{"text": "Carlos Mendez, a 41-year-old electrician, lives in Monterrey."}"#,
-        "--prompt",
-        "Extract the person.",
-        "--json",
-    ]);
-    let out = output(c).await;
+    let context = r#"{"text": "Carlos Mendez, a 41-year-old electrician, lives in Monterrey."}"#;
+    let out = output(run_kind(&model, "examples/person/kinds", "person", context, "Extract the person.")).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let result: Value = serde_json::from_str(&out.stdout).unwrap();
     let issue = &result["history"][0]["issues"][0];
