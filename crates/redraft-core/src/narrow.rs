@@ -14,13 +14,17 @@ use serde_json::{Map, Value};
 /// How many `$ref`s a path may pass through (a cycle stops here).
 const MAX_REFS: usize = 32;
 
+/// The largest fragment placed, as JSON: one listing a whole table would make a grammar larger
+/// than the answer it constrains (and the request larger with every attempt).
+pub const MAX_FRAGMENT_BYTES: usize = 16 * 1024;
+
 /// `schema` with each `(instance path, fragment)` merged in at the subschema that validates
 /// that path: the fragment's members replace the subschema's (an `enum` replaces an `enum`, a
 /// `const` or `enum` drops the other). `None` when no fragment could be placed: a path that is
 /// not a JSON Pointer, or one the schema does not describe by `properties`, `items` or
 /// `prefixItems` (through local `$ref`s, which are inlined on the way so that other uses of a
-/// definition keep it whole), a fragment that is not an object, or one whose `enum` is empty
-/// (nothing could be decoded).
+/// definition keep it whole), a fragment that is not an object, one whose `enum` is empty
+/// (nothing could be decoded), or one larger than [`MAX_FRAGMENT_BYTES`].
 pub fn narrow<'a>(schema: &Value, constraints: impl IntoIterator<Item = (&'a str, &'a Value)>) -> Option<Value> {
     let mut narrowed = schema.clone();
     let mut placed = false;
@@ -28,6 +32,9 @@ pub fn narrow<'a>(schema: &Value, constraints: impl IntoIterator<Item = (&'a str
         let Value::Object(fragment) = fragment else { continue };
         if fragment.get("enum").and_then(Value::as_array).is_some_and(Vec::is_empty) {
             // Nothing would match: a decoder held to it could not answer at all.
+            continue;
+        }
+        if serde_json::to_vec(fragment).map_or(true, |bytes| bytes.len() > MAX_FRAGMENT_BYTES) {
             continue;
         }
         let Some(tokens) = pointer_tokens(path) else { continue };
@@ -229,6 +236,10 @@ mod tests {
         assert_eq!(narrow(&schema, [("/fills/0/worker_id", &json!(["W-9"]))]), None);
         // An empty `enum`: no worker fits, and a decoder held to it could write nothing.
         assert_eq!(narrow(&schema, [("/fills/0/worker_id", &json!({"enum": []}))]), None);
+        // A fragment past the size limit (a whole table); one just under it is placed.
+        let table = |n: usize| json!({"enum": (0..n).map(|i| format!("W-{i:05}")).collect::<Vec<_>>()});
+        assert_eq!(narrow(&schema, [("/fills/0/worker_id", &table(2000))]), None);
+        assert!(narrow(&schema, [("/fills/0/worker_id", &table(1500))]).is_some());
         // A `$ref` that names nothing, and a cycle of them.
         let dangling = json!({"properties": {"a": {"$ref": "#/$defs/missing"}}});
         assert_eq!(narrow(&dangling, [("/a", &ids)]), None);

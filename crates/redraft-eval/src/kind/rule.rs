@@ -45,10 +45,6 @@ struct Hint {
 /// the rest of the feedback).
 const HINT_MAX_CHARS: usize = 1000;
 
-/// The largest hint schema kept in an issue, as JSON: a schema listing a whole table would
-/// make a grammar larger than the answer it constrains.
-const HINT_SCHEMA_MAX_BYTES: usize = 16 * 1024;
-
 /// Where a rule is compiled: the file (for errors), its text (for lines), the CEL environment,
 /// the kind's templates and its table names.
 pub(super) struct Compiler<'a> {
@@ -306,12 +302,13 @@ impl Rule {
     }
 
     /// The hint's schema for a failure: `None` when the rule has none, when it cannot be
-    /// computed, when it is not an object, or when it is larger than [`HINT_SCHEMA_MAX_BYTES`].
+    /// computed, when it is not an object, or when it is larger than the narrowing would place
+    /// ([`redraft_core::narrow::MAX_FRAGMENT_BYTES`]).
     fn hint_schema(&self, ctx: &Context<'_, '_>) -> Option<serde_json::Value> {
         let expression = self.hint.as_ref()?.schema.as_ref()?;
         let schema = cel_to_json(&expression.eval(ctx).ok()?);
         let size = serde_json::to_vec(&schema).map_or(usize::MAX, |bytes| bytes.len());
-        (schema.is_object() && size <= HINT_SCHEMA_MAX_BYTES).then_some(schema)
+        (schema.is_object() && size <= redraft_core::narrow::MAX_FRAGMENT_BYTES).then_some(schema)
     }
 
     fn path(&self, vars: &Vars<'_>, run: &Run<'_>) -> String {
