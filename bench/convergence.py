@@ -74,6 +74,7 @@ VARIANTS = {
     "redraft": ([], ""),
     "redraft-no-hints": (["--no-hints"], ""),
     "redraft-no-constrained": (["--no-constrained"], ""),
+    "redraft-strict": (["--strict"], ""),
 }
 if os.environ.get("BENCH_REDRAFT_BEFORE"):  # another build of the CLI, e.g. before a change
     VARIANTS = {"redraft-before": (["@" + os.environ["BENCH_REDRAFT_BEFORE"]], ""),
