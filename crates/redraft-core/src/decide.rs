@@ -1,4 +1,4 @@
-//! The stateless decide function (SPEC 7): given one iteration's test and review results,
+//! The stateless decide function: given one iteration's test and review results,
 //! answer `proceed`, `retry` (with concrete feedback) or `escalate` (with context and a
 //! question for a person). Deterministic: no model is asked.
 

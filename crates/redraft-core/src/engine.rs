@@ -987,7 +987,7 @@ impl Engine {
         self.best.and_then(|i| self.history.get(i))
     }
 
-    /// Build the result of the run (SPEC 3).
+    /// Build the result of the run: the one result shape of every face.
     pub fn finish(mut self, run_id: &str, elapsed: Duration) -> RunResult {
         let halted = *self.halt.get_or_insert(HaltReason::Cancelled);
         let status = if halted == HaltReason::Success {

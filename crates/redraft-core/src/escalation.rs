@@ -1,5 +1,5 @@
 //! Escalation: what a person needs to act on a failed run, derived deterministically from
-//! the history (SPEC 7). No model is asked.
+//! the history. No model is asked.
 
 use crate::chat::FinishReason;
 use crate::issue::Issue;

@@ -1,4 +1,4 @@
-//! What a run leaves behind: attempt records, metrics, the escalation and the result (SPEC 3).
+//! What a run leaves behind: attempt records, metrics, the escalation and the result.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -174,7 +174,7 @@ pub struct RecurringIssue {
     pub count: u32,
 }
 
-/// What a person needs to act on a failed run (SPEC 7).
+/// What a person needs to act on a failed run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Escalation {
     pub summary: String,
@@ -192,7 +192,7 @@ pub struct RunErrorReport {
     pub message: String,
 }
 
-/// The result of a run: one JSON shape for every face (SPEC 3).
+/// The result of a run: one JSON shape for every face.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
     pub run_id: String,

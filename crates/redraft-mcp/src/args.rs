@@ -1,4 +1,4 @@
-//! The tools' arguments, as their input schemas show them. `iterate` takes the names of SPEC 8
+//! The tools' arguments, as their input schemas show them. `iterate` takes the names MCP clients use
 //! (`target_type`, `max_budget`, `timeout`) and is turned into the one request shape,
 //! [`RunSpec`]; `decide` mirrors the core's `IterationCheck` so that it has a schema.
 
@@ -296,7 +296,7 @@ impl JsonSchema for AnyValue {
     }
 }
 
-/// Arguments of `decide`: one `iteration_check` (SPEC 7).
+/// Arguments of `decide`: one `iteration_check`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DecideArgs {

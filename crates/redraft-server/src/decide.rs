@@ -1,4 +1,4 @@
-//! `POST /v1/decide`: proceed, retry or escalate, from one iteration's results (SPEC 7), as
+//! `POST /v1/decide`: proceed, retry or escalate, from one iteration's results, as
 //! `redraft decide` answers it.
 
 use axum::Json;

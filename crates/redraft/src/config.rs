@@ -41,7 +41,7 @@ pub struct Config {
     /// Where runs are recorded: a SQLite path or `sqlite://` URL, or `postgres://…`.
     /// By default, `.redraft/redraft.db`.
     pub database_url: Option<String>,
-    /// Halting rules (SPEC 4).
+    /// Halting rules.
     pub policy: Policy,
     /// How the expected shape is shown: `schema`, `example` or `both`. By default, `both`.
     pub prompt_style: PromptStyle,

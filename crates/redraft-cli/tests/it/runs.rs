@@ -91,7 +91,7 @@ async fn a_run_killed_mid_attempt_is_resumed_with_nothing_lost_or_repeated() {
     })
     .await;
     let rebuilt: Value = serde_json::from_str(&shown.stdout).unwrap();
-    assert_eq!(rebuilt, result, "the SPEC 3 result rebuilt from the store");
+    assert_eq!(rebuilt, result, "the result rebuilt from the store");
 }
 
 /// A run whose process is alive holds a lease: `runs resume` refuses it, naming the holder, and

@@ -9,7 +9,7 @@ async fn the_tools_and_their_input_schemas() {
     for name in ["iterate", "validate", "example", "submit", "decide", "answer"] {
         assert!(names.contains(&name), "{name} is missing: {names:?}");
     }
-    // The SPEC 8 argument names of `iterate` are in its schema (serde aliases would not be).
+    // The argument names MCP clients use for `iterate` are in its schema (serde aliases would not be).
     let iterate = listed["tools"].as_array().unwrap().iter().find(|t| t["name"] == "iterate").unwrap();
     for arg in [
         "prompt",
