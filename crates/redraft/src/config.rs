@@ -617,7 +617,17 @@ fn env_table() -> Result<toml::Table, ConfigError> {
             };
         }
         if let Some(last) = path.last() {
-            at.insert(last.to_string(), parsed);
+            at.insert(last.to_string(), parsed.clone());
+        }
+        // Checked alone, so that a bad value is blamed on its variable, not on a config file.
+        let mut alone = parsed;
+        for part in path.iter().rev() {
+            let mut t = toml::Table::new();
+            t.insert(part.to_string(), alone);
+            alone = toml::Value::Table(t);
+        }
+        if let Err(e) = Config::deserialize(alone) {
+            return Err(ConfigError::Invalid { key: name, message: format!("`{value}`: {e}") });
         }
     }
     Ok(table)

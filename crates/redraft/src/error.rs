@@ -28,10 +28,6 @@ pub enum ConfigError {
     BareModel { name: String },
     #[error("unknown provider `{provider}`\nhint: use one of {}, or add `[providers.{provider}]` to redraft.toml", known.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "))]
     UnknownProvider { provider: String, known: Vec<String> },
-    #[error(
-        "`{directive}` is not an evaluator directive\nhint: write it as `schema:PATH`, `kind:NAME`, `exec:CMD`, `http:URL`, `score:CRITERION` or `llm:NAME`"
-    )]
-    BadDirective { directive: String },
     /// A request from the network asked for something its face does not allow.
     #[error("{what} is not allowed {}\nhint: {hint}", face.over())]
     NotAllowed { face: crate::guard::Face, refused: crate::guard::Refused, what: String, hint: String },

@@ -183,4 +183,16 @@ async fn config_default_is_the_commented_default_file() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains("max_iterations = 6"), "{}", out.stdout);
     assert!(out.stdout.contains("[models.\"x/y\"]"), "{}", out.stdout);
+
+    // A bad value in a variable is blamed on the variable, not on the config file beside it,
+    // and nothing runs.
+    let out = output({
+        let mut c = redraft(dir.path());
+        c.args(["run", "--model", "mock/none", "--prompt", "hi"]).env("REDRAFT_MAX_ITERATIONS", "abc");
+        c
+    })
+    .await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("`REDRAFT_MAX_ITERATIONS` is invalid: `abc`"), "{}", out.stderr);
+    assert!(!out.stderr.contains("redraft.toml"), "{}", out.stderr);
 }
