@@ -11,8 +11,12 @@
 
 use serde_json::{Map, Value};
 
-/// How many `$ref`s a path may pass through (a cycle stops here).
+/// How many `$ref`s one path may pass through (a cycle stops here, and each is a copy).
 const MAX_REFS: usize = 32;
+
+/// How deep a path may go: a rule's path can carry the answer's values, and a recursive schema
+/// would follow any depth.
+const MAX_DEPTH: usize = 64;
 
 /// The largest fragment placed, as JSON: one listing a whole table would make a grammar larger
 /// than the answer it constrains (and the request larger with every attempt).
@@ -30,20 +34,29 @@ pub fn narrow<'a>(schema: &Value, constraints: impl IntoIterator<Item = (&'a str
     let mut placed = false;
     for (path, fragment) in constraints {
         let Value::Object(fragment) = fragment else { continue };
-        if fragment.get("enum").and_then(Value::as_array).is_some_and(Vec::is_empty) {
-            // Nothing would match: a decoder held to it could not answer at all.
+        if !placeable(fragment) {
             continue;
         }
-        if serde_json::to_vec(fragment).map_or(true, |bytes| bytes.len() > MAX_FRAGMENT_BYTES) {
-            continue;
-        }
-        let Some(tokens) = pointer_tokens(path) else { continue };
-        if let Some(node) = locate(&mut narrowed, schema, &tokens) {
+        let Some(tokens) = pointer_tokens(path).filter(|t| t.len() <= MAX_DEPTH) else { continue };
+        if let Some(node) = locate(&mut narrowed, schema, &tokens, &mut MAX_REFS.clone()) {
             merge(node, fragment);
             placed = true;
         }
     }
     placed.then_some(narrowed)
+}
+
+/// Whether [`narrow`] would place `fragment` (at a path the schema describes): an object, no
+/// larger than [`MAX_FRAGMENT_BYTES`], and not an empty `enum` (nothing would match: a decoder
+/// held to it could not answer at all).
+pub fn fits(fragment: &Value) -> bool {
+    fragment.as_object().is_some_and(placeable)
+}
+
+fn placeable(fragment: &Map<String, Value>) -> bool {
+    let nothing = fragment.get("enum").and_then(Value::as_array).is_some_and(Vec::is_empty);
+    let size = serde_json::to_vec(fragment).map_or(usize::MAX, |bytes| bytes.len());
+    !nothing && size <= MAX_FRAGMENT_BYTES
 }
 
 /// The unescaped tokens of a JSON Pointer (`""` is the whole document); `None` for anything else
@@ -58,8 +71,8 @@ fn pointer_tokens(path: &str) -> Option<Vec<String>> {
 
 /// The subschema of `node` (a copy of `root`, being narrowed) that validates the instance at
 /// `tokens`.
-fn locate<'s>(node: &'s mut Value, root: &Value, tokens: &[String]) -> Option<&'s mut Value> {
-    inline_refs(node, root)?;
+fn locate<'s>(node: &'s mut Value, root: &Value, tokens: &[String], refs: &mut usize) -> Option<&'s mut Value> {
+    inline_refs(node, root, refs)?;
     let Some((token, rest)) = tokens.split_first() else { return Some(node) };
     if node.as_bool() == Some(true) {
         *node = Value::Object(Map::new());
@@ -69,7 +82,7 @@ fn locate<'s>(node: &'s mut Value, root: &Value, tokens: &[String]) -> Option<&'
         Ok(index) if fields.contains_key("prefixItems") || fields.contains_key("items") => element(fields, index)?,
         _ => fields.get_mut("properties")?.as_object_mut()?.get_mut(token.as_str())?,
     };
-    locate(child, root, rest)
+    locate(child, root, rest, refs)
 }
 
 /// The subschema of array element `index`: `prefixItems[index]` (or draft 7's array
@@ -89,24 +102,26 @@ fn element(fields: &mut Map<String, Value>, index: usize) -> Option<&mut Value> 
 }
 
 /// Replace a local `$ref` at `node` by a copy of what it names (its sibling members kept), until
-/// `node` has none. `None` for a `$ref` that names nothing here or a chain too long.
-fn inline_refs(node: &mut Value, root: &Value) -> Option<()> {
-    for _ in 0..MAX_REFS {
-        let Some(reference) = node.get("$ref").and_then(Value::as_str) else { return Some(()) };
-        let target = reference.strip_prefix('#').and_then(|p| root.pointer(p))?;
-        let mut inlined = target.clone();
-        if inlined.as_bool() == Some(true) {
-            inlined = Value::Object(Map::new());
-        }
-        let (Some(fields), Value::Object(siblings)) = (inlined.as_object_mut(), node.take()) else { return None };
-        for (key, value) in siblings {
-            if key != "$ref" {
-                fields.entry(key).or_insert(value);
+/// `node` has none, taking each from the path's budget `refs`. `None`, with `node` as it was,
+/// for a `$ref` that names nothing here or no object (`false`), or past the budget.
+fn inline_refs(node: &mut Value, root: &Value, refs: &mut usize) -> Option<()> {
+    while let Some(reference) = node.get("$ref").and_then(Value::as_str) {
+        *refs = refs.checked_sub(1)?;
+        let mut inlined = match reference.strip_prefix('#').and_then(|p| root.pointer(p))? {
+            Value::Bool(true) => Map::new(),
+            Value::Object(target) => target.clone(),
+            _ => return None,
+        };
+        if let Value::Object(siblings) = node.take() {
+            for (key, value) in siblings {
+                if key != "$ref" {
+                    inlined.entry(key).or_insert(value);
+                }
             }
         }
-        *node = inlined;
+        *node = Value::Object(inlined);
     }
-    None
+    Some(())
 }
 
 fn merge(node: &mut Value, fragment: &Map<String, Value>) {
@@ -245,9 +260,45 @@ mod tests {
         assert_eq!(narrow(&dangling, [("/a", &ids)]), None);
         let cycle = json!({"properties": {"a": {"$ref": "#/$defs/x"}}, "$defs": {"x": {"$ref": "#/$defs/x"}}});
         assert_eq!(narrow(&cycle, [("/a", &ids)]), None);
+        // A `$ref` to `false` on the way: that constraint is dropped and the schema is left whole
+        // for the others (not a `null` where the reference was).
+        let refused =
+            json!({"properties": {"a": {"$ref": "#/$defs/no"}, "b": {"type": "string"}}, "$defs": {"no": false}});
+        let narrowed = narrow(&refused, [("/a/x", &ids), ("/b", &ids)]).unwrap();
+        assert_eq!(narrowed["properties"]["a"], json!({"$ref": "#/$defs/no"}));
+        assert_eq!(narrowed["properties"]["b"], json!({"type": "string", "enum": ["W-9"]}));
         // A path under `anyOf` is not followed.
         let either = json!({"anyOf": [{"properties": {"a": {"type": "string"}}}]});
         assert_eq!(narrow(&either, [("/a", &ids)]), None);
+    }
+
+    /// A recursive schema follows a path as deep as the answer makes it (a rule's path can hold
+    /// the answer's values): a deep one is refused, not followed until the stack runs out, and
+    /// the copies made on the way are bounded.
+    #[test]
+    fn a_recursive_schema_and_a_deep_path_stop_early() {
+        let schema = json!({"$ref": "#/$defs/node", "$defs": {"node": {"type": "object", "properties": {
+            "next": {"$ref": "#/$defs/node"}, "name": {"type": "string"}}}}});
+        let x = json!({"enum": ["x"]});
+        let within = format!("{}/name", "/next".repeat(10));
+        let narrowed = narrow(&schema, [(within.as_str(), &x)]).unwrap();
+        let at = format!("{}/properties/name", "/properties/next".repeat(10));
+        assert_eq!(narrowed.pointer(&at), Some(&json!({"type": "string", "enum": ["x"]})));
+        for deep in [format!("{}/name", "/next".repeat(100)), format!("{}/name", "/next".repeat(100_000))] {
+            assert_eq!(narrow(&schema, [(deep.as_str(), &x)]), None);
+        }
+        // Within the depth, the `$ref`s a path may pass through are bounded too.
+        let many_refs = format!("{}/name", "/next".repeat(40));
+        assert_eq!(narrow(&schema, [(many_refs.as_str(), &x)]), None);
+    }
+
+    #[test]
+    fn fits_says_what_would_be_placed() {
+        assert!(fits(&json!({"enum": ["W-9"]})));
+        assert!(!fits(&json!({"enum": []})));
+        assert!(!fits(&json!(["W-9"])));
+        let table = json!({"enum": (0..2000).map(|i| format!("W-{i:05}")).collect::<Vec<_>>()});
+        assert!(!fits(&table));
     }
 
     #[test]

@@ -302,13 +302,12 @@ impl Rule {
     }
 
     /// The hint's schema for a failure: `None` when the rule has none, when it cannot be
-    /// computed, when it is not an object, or when it is larger than the narrowing would place
-    /// ([`redraft_core::narrow::MAX_FRAGMENT_BYTES`]).
+    /// computed, or when the narrowing would not place it ([`redraft_core::narrow::fits`]: not
+    /// an object, too large, or an empty `enum`), so that an issue carries none it cannot use.
     fn hint_schema(&self, ctx: &Context<'_, '_>) -> Option<serde_json::Value> {
         let expression = self.hint.as_ref()?.schema.as_ref()?;
         let schema = cel_to_json(&expression.eval(ctx).ok()?);
-        let size = serde_json::to_vec(&schema).map_or(usize::MAX, |bytes| bytes.len());
-        (schema.is_object() && size <= redraft_core::narrow::MAX_FRAGMENT_BYTES).then_some(schema)
+        redraft_core::narrow::fits(&schema).then_some(schema)
     }
 
     fn path(&self, vars: &Vars<'_>, run: &Run<'_>) -> String {
