@@ -608,26 +608,17 @@ fn env_table() -> Result<toml::Table, ConfigError> {
                 .filter(|v| !v.is_table() && !v.is_array())
                 .unwrap_or_else(|| toml::Value::String(value.clone()))
         };
-        let mut at = &mut table;
-        for part in &path[..path.len().saturating_sub(1)] {
-            let entry = at.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
-            at = match entry {
-                toml::Value::Table(t) => t,
-                _ => return Err(ConfigError::Invalid { key: name.clone(), message: "cannot be set here".into() }),
-            };
-        }
-        if let Some(last) = path.last() {
-            at.insert(last.to_string(), parsed.clone());
-        }
-        // Checked alone, so that a bad value is blamed on its variable, not on a config file.
+        // The variable as a table of its own, checked alone so that a bad value is blamed on
+        // its variable, not on a config file, then merged.
         let mut alone = parsed;
         for part in path.iter().rev() {
-            let mut t = toml::Table::new();
-            t.insert(part.to_string(), alone);
-            alone = toml::Value::Table(t);
+            alone = toml::Value::Table(toml::Table::from_iter([(part.to_string(), alone)]));
         }
-        if let Err(e) = Config::deserialize(alone) {
+        if let Err(e) = Config::deserialize(alone.clone()) {
             return Err(ConfigError::Invalid { key: name, message: format!("`{value}`: {e}") });
+        }
+        if let toml::Value::Table(alone) = alone {
+            merge(&mut table, alone);
         }
     }
     Ok(table)
