@@ -8,6 +8,7 @@
 //! randomness come in as values, so every decision is a pure function of the history and
 //! can be tested without a clock or a network.
 
+pub mod answer_checks;
 pub mod canonical;
 pub mod chat;
 pub mod decide;
@@ -20,11 +21,13 @@ pub mod evaluator;
 pub mod events;
 pub mod issue;
 pub mod narrow;
+pub mod plan;
 pub mod policy;
 pub mod price;
 pub mod prompt;
 pub mod record;
 pub mod retry;
+pub mod skeleton;
 pub mod store;
 pub mod time;
 
@@ -38,12 +41,11 @@ pub use chat::{
     StreamedBody, ToolSpec, Usage, reserved_parameter,
 };
 pub use directive::{Directive, DirectiveError};
-pub use engine::{
-    AnswerError, AttemptEnd, AttemptOutcome, Candidate, Engine, Fallback, Interruption, Mode, Next, Plan, Task,
-};
+pub use engine::{AnswerError, AttemptEnd, AttemptOutcome, Candidate, Engine, Interruption, Next};
 pub use evaluator::{ArtifactSource, EvalInput, Evaluator, EvaluatorError};
 pub use events::RunObserver;
 pub use issue::{Hint, Issue, Score, Severity, Verdict, codes};
+pub use plan::{Fallback, Mode, Plan, Task};
 pub use policy::{Ceilings, HaltReason, OnEscalation, PlanError, Policy};
 pub use price::Price;
 pub use prompt::{PromptStyle, Strategy, Templates};

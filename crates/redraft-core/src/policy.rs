@@ -1,4 +1,8 @@
-//! The halting rules of a run and the reasons a run stops.
+//! The halting rules of a run and the reasons a run stops: the [`Policy`] a run is given, the
+//! rules that apply it before and after each attempt ([`Policy::halt_before`],
+//! [`Policy::halt_after`]: pure functions of what the engine counts, which it obeys), the
+//! [`HaltReason`]s, the [`Ceilings`] a server puts on a policy, and the checks of a plan's
+//! settings ([`PlanError`]).
 
 use std::time::Duration;
 
@@ -210,6 +214,75 @@ impl Policy {
     }
 }
 
+/// What the halting rules look at before an attempt.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BeforeAttempt {
+    /// Attempts made so far.
+    pub made: u32,
+    /// Attempts the run may make: `max_iterations`, raised by each person's answer.
+    pub limit: u32,
+    /// Time since the run started.
+    pub elapsed: Duration,
+    /// USD spent so far (attempts with a known cost).
+    pub spent_usd: f64,
+    /// The estimated cost of the next attempt, when it is known (a price) and asked for (a
+    /// budget).
+    pub next_usd: Option<f64>,
+}
+
+/// What the halting rules look at after an attempt is recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AfterAttempt {
+    /// The attempt was accepted.
+    pub accepted: bool,
+    /// How often the answer it repeats has been given, this one included; 0 when it repeats
+    /// no earlier answer.
+    pub repeats: u32,
+    /// Attempts in a row, this one included, that did not improve the best score.
+    pub stale: u32,
+    /// Attempts made, this one included.
+    pub made: u32,
+    /// Attempts the run may make: `max_iterations`, raised by each person's answer.
+    pub limit: u32,
+}
+
+impl Policy {
+    /// Whether the run halts before its next attempt, and why: the attempts ran out, the wall
+    /// time did, or the attempt's estimated cost would take the spending past the budget
+    /// (in that order).
+    pub fn halt_before(&self, now: BeforeAttempt) -> Option<HaltReason> {
+        if now.made >= now.limit {
+            return Some(HaltReason::MaxIterations);
+        }
+        if self.max_wall_time.is_some_and(|limit| now.elapsed >= limit) {
+            return Some(HaltReason::WallTime);
+        }
+        if let (Some(budget), Some(next)) = (self.max_budget_usd, now.next_usd)
+            && now.spent_usd + next > budget
+        {
+            return Some(HaltReason::Budget);
+        }
+        None
+    }
+
+    /// Whether the run halts after an attempt, and why: it was accepted, its answer was given
+    /// `repeat_limit` times, `patience` attempts did not improve, or it was the last the run
+    /// may make (in that order). A limit of 0 is off.
+    pub fn halt_after(&self, now: AfterAttempt) -> Option<HaltReason> {
+        if now.accepted {
+            Some(HaltReason::Success)
+        } else if self.repeat_limit > 0 && now.repeats >= self.repeat_limit {
+            Some(HaltReason::Stagnation)
+        } else if self.patience > 0 && now.stale >= self.patience {
+            Some(HaltReason::Patience)
+        } else if now.made >= now.limit {
+            Some(HaltReason::MaxIterations)
+        } else {
+            None
+        }
+    }
+}
+
 /// The sampling settings a proposer may be sent: `temperature` in [0, 2] (the widest range
 /// the providers accept) and `max_tokens` at least 1. Anything else is refused here, by name,
 /// rather than forwarded to a server that may reject it — or worse, accept it.
@@ -286,6 +359,34 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("must be at most 60s here"), "{err}");
+    }
+
+    #[test]
+    fn the_halting_rules_apply_in_order() {
+        let p = Policy {
+            max_wall_time: Some(Duration::from_secs(60)),
+            max_budget_usd: Some(1.0),
+            patience: 2,
+            ..Policy::default()
+        };
+        let before =
+            BeforeAttempt { made: 1, limit: 3, elapsed: Duration::from_secs(1), spent_usd: 0.5, next_usd: Some(0.4) };
+        assert_eq!(p.halt_before(before), None);
+        assert_eq!(p.halt_before(BeforeAttempt { next_usd: Some(0.6), ..before }), Some(HaltReason::Budget));
+        assert_eq!(p.halt_before(BeforeAttempt { next_usd: None, spent_usd: 9.0, ..before }), None, "no estimate");
+        let late = BeforeAttempt { elapsed: Duration::from_secs(60), next_usd: Some(0.6), ..before };
+        assert_eq!(p.halt_before(late), Some(HaltReason::WallTime));
+        assert_eq!(p.halt_before(BeforeAttempt { made: 3, ..late }), Some(HaltReason::MaxIterations));
+
+        let after = AfterAttempt { accepted: false, repeats: 0, stale: 1, made: 1, limit: 3 };
+        assert_eq!(p.halt_after(after), None);
+        assert_eq!(p.halt_after(AfterAttempt { made: 3, ..after }), Some(HaltReason::MaxIterations));
+        assert_eq!(p.halt_after(AfterAttempt { stale: 2, made: 3, ..after }), Some(HaltReason::Patience));
+        let repeated = AfterAttempt { repeats: 2, stale: 2, made: 3, ..after };
+        assert_eq!(p.halt_after(repeated), Some(HaltReason::Stagnation));
+        assert_eq!(p.halt_after(AfterAttempt { accepted: true, ..repeated }), Some(HaltReason::Success));
+        let off = Policy { repeat_limit: 0, patience: 0, ..p };
+        assert_eq!(off.halt_after(AfterAttempt { repeats: 5, stale: 5, ..after }), None);
     }
 
     #[test]

@@ -3,8 +3,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_debug_implementations)] // test code
 
-mod engine;
+mod candidate;
+mod conversation;
+mod cost;
+mod halting;
 mod invariants;
+mod narrowing;
+mod person;
+mod repeats;
+mod resume;
 mod text;
 
 use std::time::Duration;
