@@ -323,6 +323,11 @@ pub struct UntilArgs {
     #[arg(long)]
     pub no_decisions: bool,
 
+    /// Do not record the loop in the store (by default it is, like every run: `redraft runs`
+    /// lists it).
+    #[arg(long)]
+    pub no_store: bool,
+
     /// Print the whole result as JSON (artifact, history, metrics, escalation) on stdout.
     #[arg(long)]
     pub json: bool,

@@ -170,13 +170,18 @@ fn exit_code(outcome: anyhow::Result<Outcome>) -> ExitCode {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Failed) => ExitCode::from(1),
         Err(e) => {
+            // After a model or an agent ran: 1, as a failed run; 2 says nothing was sent.
+            let (e, code) = match e.downcast::<commands::AfterRun>() {
+                Ok(after) => (after.0, 1),
+                Err(e) => (e, 2),
+            };
             if let Some(io) = e.downcast_ref::<std::io::Error>()
                 && io.kind() == std::io::ErrorKind::BrokenPipe
             {
                 return ExitCode::SUCCESS;
             }
             eprintln!("error: {e}");
-            ExitCode::from(2)
+            ExitCode::from(code)
         }
     }
 }

@@ -5,8 +5,10 @@
 //! - **One connection is one session.** [`RedraftMcp`] holds the session's state — `submit`
 //!   counts per target, `decide` checks per task — next to the setup every session shares.
 //! - **One loop.** `iterate` goes through `redraft::recorder::start` like `redraft run` (the run
-//!   is recorded in the store), and `submit` feeds the agent's artifacts to the core `Engine`,
-//!   so counting, feedback, history and escalation are the loop's own.
+//!   is recorded in the store), and `submit` prepares its target like any run
+//!   (`RunSpec::prepare_submitted`) and hands the agent's artifacts to the runner
+//!   (`Runner::submitted`), so judging, counting, feedback, history and escalation are the
+//!   loop's own.
 //! - **Failures are answers.** A failed run is a normal result holding the escalation; a
 //!   request that cannot run (bad arguments, unknown kind, no model, invalid schema) is a tool
 //!   error (`isError: true`) whose text says what to change — never a protocol error, so the
@@ -30,8 +32,9 @@ mod submit;
 mod target;
 
 pub use args::{DecideArgs, ExampleArgs, IterateArgs, SubmitArgs, ValidateArgs};
+pub use redraft::runner::SUBMITTED_FEEDBACK_TEMPLATE as SUBMIT_FEEDBACK_TEMPLATE;
 pub use server::{McpSetup, RedraftMcp};
-pub use submit::{DEFAULT_MAX_ATTEMPTS, SUBMIT_FEEDBACK_TEMPLATE};
+pub use submit::DEFAULT_MAX_ATTEMPTS;
 
 use rmcp::transport::IntoTransport;
 use rmcp::{RoleServer, ServiceExt};

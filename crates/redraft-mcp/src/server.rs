@@ -7,14 +7,13 @@ use std::sync::Arc;
 use redraft::config::Config;
 use redraft::core::decide::{DecideSettings, Decision, IterationCheck, PriorCheck, decide, summarize};
 use redraft::core::prompt::skeleton;
-use redraft::core::{Ceilings, Directive, Store};
+use redraft::core::{Ceilings, Store};
 use redraft::eval::Formats;
 use redraft::eval::kind::{KindError, KindEvaluator, Kinds};
-use redraft::evaluators::{self, EvaluatorSetup};
 use redraft::guard::{Face, Guard};
 use redraft::queue::Worker;
 use redraft::recorder::{self, Start};
-use redraft::{AttemptRecord, ConfigError, RunObserver, SpecSetup};
+use redraft::{AttemptRecord, ConfigError, PromptStyle, RunError, RunObserver, RunSpec, SpecSetup};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::schema_for_input;
 use rmcp::model::{
@@ -27,8 +26,8 @@ use serde_json::{Value, json};
 
 use crate::args::{self, AnswerArgs, DecideArgs, ExampleArgs, IterateArgs, Object, SubmitArgs, ValidateArgs};
 use crate::reply;
-use crate::submit::{Limits, Submissions};
-use crate::target::{Target, schema_key};
+use crate::submit::{DEFAULT_MAX_ATTEMPTS, NewRun, Submissions};
+use crate::target::{Target, schema_key, schema_label};
 
 /// What every session of a server shares: the config, the store, and what this face allows.
 #[derive(Debug, Clone)]
@@ -75,15 +74,12 @@ impl Shared {
         Ok(kinds)
     }
 
-    /// The target of `validate` (`judged: false`: schema and rules only) or `submit`
-    /// (`judged: true`: the kind's evaluators as a run would build them, LLM check included
-    /// when a judge model is configured).
+    /// The target of `validate`: a kind's schema and rules, or an inline schema.
     /// `check_formats` is the request's, if it says.
     fn target(
         &self,
         kind: Option<&str>,
         schema: Option<&Object>,
-        judged: bool,
         check_formats: Option<bool>,
     ) -> Result<Target, String> {
         let formats = Formats::checked(check_formats.unwrap_or(self.setup.config.check_formats));
@@ -94,23 +90,9 @@ impl Shared {
             (Some(name), None) => {
                 let kinds = self.kinds().map_err(|e| e.to_string())?;
                 let kind = kinds.require(name).map_err(|e| e.to_string())?;
-                let evaluators = if judged {
-                    let setup = EvaluatorSetup {
-                        config: &self.setup.config,
-                        workdir: self.setup.workdir.clone(),
-                        sandbox: None,
-                        timeout: self.setup.config.policy.attempt_timeout,
-                        artifact_ext: None,
-                        guard: self.setup.guard.clone(),
-                        kinds: Some(kinds.clone()),
-                        formats,
-                    };
-                    evaluators::build(&[Directive::Kind(name.to_owned())], &setup).map_err(describe)?.evaluators
-                } else {
-                    let evaluator = KindEvaluator::new(kind.clone(), formats).map_err(|e| e.to_string())?;
-                    vec![Arc::new(evaluator) as Arc<dyn redraft::Evaluator>]
-                };
-                Ok(Target { label: name.to_owned(), evaluators, schema: Some(kind.schema.clone()), kind: Some(kind) })
+                let evaluator = KindEvaluator::new(kind.clone(), formats).map_err(|e| e.to_string())?;
+                let evaluators = vec![Arc::new(evaluator) as Arc<dyn redraft::Evaluator>];
+                Ok(Target { evaluators, schema: Some(kind.schema.clone()) })
             }
         }
     }
@@ -283,7 +265,7 @@ impl RedraftMcp {
                     "`abort: true` ends the run: give no `answer` or `max_iterations`".to_owned(),
                 );
             }
-            store.abort_run(&args.run_id).await.map_err(ConfigError::from)
+            store.abort_run(&args.run_id).await.map_err(RunError::from)
         } else {
             let Some(answer) = args.answer.as_deref() else {
                 return reply::bad_request("give the `answer` to the run's question, or `abort: true`".to_owned());
@@ -306,11 +288,10 @@ impl RedraftMcp {
             Ok(args) => args,
             Err(message) => return reply::bad_request(message),
         };
-        let target =
-            match self.shared.target(args.target_type.as_deref(), args.schema.as_ref(), false, args.check_formats) {
-                Ok(target) => target,
-                Err(message) => return reply::bad_request(message),
-            };
+        let target = match self.shared.target(args.target_type.as_deref(), args.schema.as_ref(), args.check_formats) {
+            Ok(target) => target,
+            Err(message) => return reply::bad_request(message),
+        };
         let context = args.context.map(Value::Object).unwrap_or(Value::Null);
         let (passed, issues) = match target.read(args.artifact) {
             Ok(artifact) => {
@@ -365,23 +346,43 @@ impl RedraftMcp {
             Ok(args) => args,
             Err(message) => return reply::bad_request(message),
         };
-        let key = match (&args.target_type, &args.schema) {
-            (Some(name), None) => format!("kind:{name}"),
-            (None, Some(schema)) => schema_key(&Value::Object(schema.clone())),
+        let (key, label) = match (&args.target_type, &args.schema) {
+            (Some(name), None) => (format!("kind:{name}"), name.clone()),
+            (None, Some(schema)) => (schema_key(&Value::Object(schema.clone())), schema_label(schema)),
             (Some(_), Some(_)) => return reply::bad_request("give `target_type` or `schema`, not both"),
             (None, None) => return reply::bad_request(self.shared.name_a_target()),
         };
-        let setup = &self.shared.setup;
-        let limits = Limits {
-            max_attempts: args.max_attempts,
-            ceilings: setup.ceilings.clone(),
-            feedback_max_chars: setup.config.feedback_max_chars,
+        let max_attempts = args.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
+        let ceiling = self.shared.setup.ceilings.max_iterations;
+        if max_attempts == 0 || max_attempts > ceiling {
+            return reply::bad_request(format!(
+                "`max_attempts` = {max_attempts} is invalid: it must be between 1 and {ceiling}"
+            ));
+        }
+        // Only the cap ends a count: a repeated or non-improving submission is told so in its
+        // feedback but keeps its attempts.
+        let spec = RunSpec {
+            prompt: format!("Submit an artifact for {label}."),
+            kind: args.target_type.clone(),
+            schema: args.schema.clone().map(Value::Object),
+            max_iterations: Some(max_attempts),
+            repeat_limit: Some(0),
+            patience: Some(0),
+            // The agent wrote its own prompt and never reads redraft's, so the first rejection
+            // shows the schema, once.
+            prompt_style: Some(PromptStyle::Schema),
+            check_formats: args.check_formats,
+            ..RunSpec::default()
         };
         let context = args.context.map(Value::Object).unwrap_or(Value::Null);
-        let (kind, schema) = (args.target_type, args.schema);
-        let check_formats = args.check_formats;
-        let target = || self.shared.target(kind.as_deref(), schema.as_ref(), true, check_formats);
-        self.session.submissions.submit(&key, target, &limits, args.artifact, &context).await
+        let this = self.clone();
+        let start = move || -> Result<NewRun, String> {
+            let prepared = spec.prepare_submitted(&this.spec_setup()).map_err(describe)?;
+            let (runner, task) = (prepared.runner, prepared.task);
+            runner.submitted(task.clone()).map_err(describe)?;
+            Ok(Box::new(move || runner.submitted(task.clone()).map_err(describe)))
+        };
+        self.session.submissions.submit(&key, &label, start, args.artifact, &context).await
     }
 
     #[tool(name = "decide", description = DECIDE, input_schema = input::<DecideArgs>())]
@@ -410,10 +411,10 @@ impl ServerHandler for RedraftMcp {
     }
 }
 
-/// A configuration error as the caller of a tool should read it.
-fn describe(e: ConfigError) -> String {
-    match e {
-        ConfigError::NoModel => {
+/// Why a request cannot run, as the caller of a tool should read it.
+fn describe(e: impl Into<RunError>) -> String {
+    match e.into() {
+        RunError::Config(ConfigError::NoModel) => {
             "no model is named\nhint: pass `model` as `provider/model` (e.g. `openai/gpt-4o-mini`), \
 or set `default_model` in the server's redraft.toml"
                 .to_owned()

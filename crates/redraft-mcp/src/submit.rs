@@ -1,56 +1,23 @@
 //! `submit`: the agent proposes, redraft only judges and counts.
 //!
-//! Key design decision: there is one loop logic. Each (session, target) pair owns an
-//! [`Engine`] — the same state machine the runner drives — and every submission is fed to it
-//! with [`Engine::settle`] as an attempt whose "proposer" is the agent. The engine numbers the
-//! attempts, keeps the history and the best so far, notices repeats, decides the halt and
-//! writes the feedback with the core's template machinery (a feedback template worded for a
-//! submitter: "Attempt 2 of 3: rejected." and the numbered problems with their paths). When the
-//! cap is reached, the engine's result — history and escalation — is the error answer.
+//! Each (session, target) pair owns a [`SubmittedRun`] — a run of the one loop whose answers
+//! are handed in instead of asked for. The runner judges every submission with the target's
+//! evaluators and the engine numbers the attempts, keeps the history and the best so far,
+//! notices repeats, decides the halt and writes the feedback ("Attempt 2 of 3: rejected." and
+//! the numbered problems with their paths). This module only turns what became of a
+//! submission into the tool's answer. When the cap is reached, the run's result — history and
+//! escalation — is the error answer.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::Duration;
 
-use redraft::core::prompt::{Feedback, PriorAttempt, Prompts, pretty};
-use redraft::core::{
-    AttemptEnd, AttemptOutcome, Candidate, Ceilings, ChatResponse, Engine, Next, Plan, Task, Templates, Usage,
-};
-use redraft::{AttemptRecord, AttemptStatus, Policy, PromptStyle, RunResult, new_run_id};
+use redraft::{AttemptRecord, RunResult, Submission, SubmittedRun};
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
-use tokio::time::Instant;
 
 use crate::reply;
-use crate::target::Target;
-
-/// The feedback a submitter reads after a rejection: the attempt just judged, its problems
-/// numbered with their paths, the schema once, and what is left.
-pub const SUBMIT_FEEDBACK_TEMPLATE: &str = r#"Attempt {{ previous }} of {{ max_attempts }}: rejected.
-{% if repeat_of %}
-
-This submission is identical to attempt {{ repeat_of }} and was rejected for the same reasons. Do not repeat it: change what the problems below point at.
-{% endif %}
-
-Problems ({{ issues | length }}):
-{% for issue in issues %}
-{{ loop.index }}. {{ issue.path or "(root)" }}: {{ issue.message }} [{{ issue.code }}]
-{% endfor %}
-{% if schema %}
-
-The artifact must match this JSON Schema:
-```json
-{{ schema }}
-```
-{% endif %}
-
-{% if attempt > max_attempts %}
-No attempts left.
-{% else %}
-{{ max_attempts - previous }} attempt{% if max_attempts - previous != 1 %}s{% endif %} left: fix every problem above and submit the corrected artifact (attempt {{ attempt }} of {{ max_attempts }}).
-{% endif %}"#;
 
 /// Submissions per target when the first one names no cap.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
@@ -61,22 +28,18 @@ pub struct Submissions {
     counts: Mutex<HashMap<String, Arc<Mutex<Count>>>>,
 }
 
-/// What the counting needs besides the target.
-#[derive(Debug, Clone)]
-pub struct Limits {
-    pub max_attempts: Option<u32>,
-    pub ceilings: Ceilings,
-    pub feedback_max_chars: usize,
-}
+/// How a target's runs are made: a new one for the first submission, and again after an
+/// accepted one.
+pub type NewRun = Box<dyn Fn() -> Result<SubmittedRun, String> + Send + Sync>;
 
 impl Submissions {
-    /// Judge one submission for the target `key`; `target` builds the target the first time
-    /// it is seen in this session (its evaluators are then kept).
+    /// Judge one submission for the target `key` (named `label` in answers); `start` makes the
+    /// target's run the first time it is seen in this session, and is kept to make the next.
     pub async fn submit(
         &self,
         key: &str,
-        target: impl FnOnce() -> Result<Target, String>,
-        limits: &Limits,
+        label: &str,
+        start: impl FnOnce() -> Result<NewRun, String>,
         artifact: Value,
         context: &Value,
     ) -> CallToolResult {
@@ -85,7 +48,7 @@ impl Submissions {
             match counts.get(key) {
                 Some(count) => count.clone(),
                 None => {
-                    let count = match target().and_then(|t| Count::new(t, limits)) {
+                    let count = match start().and_then(|new| Count::new(label, new)) {
                         Ok(count) => Arc::new(Mutex::new(count)),
                         Err(message) => return reply::bad_request(message),
                     };
@@ -99,151 +62,67 @@ impl Submissions {
     }
 }
 
-/// One target's count: an engine while attempts are left, then the result it ended with.
-#[derive(Debug)]
+/// One target's count: its current run.
 struct Count {
-    target: Target,
-    max_attempts: u32,
-    ceilings: Ceilings,
-    feedback_max_chars: usize,
-    run_id: String,
-    started: Instant,
-    engine: Option<Engine>,
-    closed: Option<RunResult>,
+    label: String,
+    new_run: NewRun,
+    run: SubmittedRun,
+}
+
+impl std::fmt::Debug for Count {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Count").field("label", &self.label).field("run", &self.run).finish_non_exhaustive()
+    }
 }
 
 impl Count {
-    fn new(target: Target, limits: &Limits) -> Result<Self, String> {
-        let max_attempts = limits.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
-        if max_attempts == 0 || max_attempts > limits.ceilings.max_iterations {
-            return Err(format!(
-                "`max_attempts` = {max_attempts} is invalid: it must be between 1 and {}",
-                limits.ceilings.max_iterations
-            ));
-        }
-        let mut count = Self {
-            target,
-            max_attempts,
-            ceilings: limits.ceilings.clone(),
-            feedback_max_chars: limits.feedback_max_chars,
-            run_id: String::new(),
-            started: Instant::now(),
-            engine: None,
-            closed: None,
-        };
-        count.restart()?;
-        Ok(count)
-    }
-
-    /// Start counting afresh (a new target, or after an accepted submission).
-    fn restart(&mut self) -> Result<(), String> {
-        // Only the cap ends a count: a repeated or non-improving submission is told so in its
-        // feedback but keeps its attempts.
-        let policy = Policy { max_iterations: self.max_attempts, repeat_limit: 0, patience: 0, ..Policy::default() };
-        let mut plan = Plan::new(Task::new(format!("Submit an artifact for {}.", self.target.label)), "agent");
-        plan.policy = policy;
-        plan.ceilings = self.ceilings.clone();
-        plan.schema = self.target.schema.clone().map(std::sync::Arc::new);
-        plan.example = self.target.kind.as_ref().and_then(|k| k.example.clone());
-        // The agent wrote its own prompt and never reads redraft's, so the first rejection
-        // shows the schema, once.
-        plan.prompt_style = PromptStyle::Schema;
-        plan.prompt_seen = false;
-        plan.scoring = self.target.evaluators.iter().any(|e| e.scoring());
-        plan.templates = Templates { feedback: Some(SUBMIT_FEEDBACK_TEMPLATE.to_owned()), ..Templates::default() };
-        plan.feedback_max_chars = self.feedback_max_chars;
-        self.engine = Some(Engine::new(plan).map_err(|e| e.to_string())?);
-        self.closed = None;
-        self.run_id = new_run_id();
-        self.started = Instant::now();
-        Ok(())
+    fn new(label: &str, new_run: NewRun) -> Result<Self, String> {
+        let run = new_run()?;
+        Ok(Self { label: label.to_owned(), new_run, run })
     }
 
     async fn submit(&mut self, artifact: Value, context: &Value) -> CallToolResult {
-        let Some(engine) = self.engine.as_mut() else { return self.closed_reply(false) };
-        let iteration = match engine.next(Duration::ZERO) {
-            Next::Attempt { iteration, .. } => iteration,
-            Next::Halt(_) => {
-                self.close();
-                return self.closed_reply(false);
+        match self.run.submit(artifact, context).await {
+            Submission::Rejected { record, feedback } => {
+                let max_attempts = self.run.max_attempts();
+                let value = json!({
+                    "status": record.status.as_str(),
+                    "target": self.label,
+                    "attempt": record.iteration,
+                    "max_attempts": max_attempts,
+                    "attempts_left": max_attempts.saturating_sub(record.iteration),
+                    "score": record.score,
+                    "issues": record.issues,
+                    "repeat_of": record.repeat_of,
+                });
+                reply::text_and(feedback, value)
             }
-        };
-        let t0 = Instant::now();
-        let started_at = Some(redraft::clock::now_rfc3339());
-        let raw = match &artifact {
-            Value::String(text) => text.clone(),
-            other => pretty(other),
-        };
-        let candidate = match self.target.read(artifact) {
-            Ok(a) => Candidate { artifact: Some(a), extraction: None, repairs: Vec::new(), issue: None },
-            Err(issue) => Candidate { artifact: None, extraction: None, repairs: Vec::new(), issue: Some(issue) },
-        };
-        let verdict = match &candidate.artifact {
-            Some(a) => Some(self.target.evaluate(a, context, iteration).await),
-            None => None,
-        };
-        let response = ChatResponse {
-            text: raw,
-            usage: Some(Usage { input_tokens: 0, output_tokens: 0 }),
-            finish_reason: None,
-            cost_usd: None,
-            served_model: None,
-        };
-        let wall_ms = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let end = AttemptEnd::Answered { response, candidate, verdict };
-        let Some(record) = engine
-            .settle(AttemptOutcome {
-                iteration,
-                request_chars: 0,
-                wall_ms,
-                started_at,
-                finished_at: Some(redraft::clock::now_rfc3339()),
-                end,
-            })
-            .cloned()
-        else {
-            self.close();
-            return self.closed_reply(true);
-        };
-        if record.status == AttemptStatus::Accepted {
-            let answer = self.accepted(&record);
-            // The next submission for this target starts a new count.
-            if let Err(e) = self.restart() {
-                tracing::error!("cannot restart the count of {}: {e}", self.target.label);
+            Submission::Halted { record, result, feedback: None } if result.succeeded() => {
+                let answer = self.accepted(&record);
+                // The next submission for this target starts a new count.
+                match (self.new_run)() {
+                    Ok(run) => self.run = run,
+                    Err(e) => tracing::error!("cannot start a new count for {}: {e}", self.label),
+                }
+                answer
             }
-            return answer;
+            Submission::Halted { result, feedback, .. } => self.closed_reply(&result, feedback),
+            Submission::Closed { result } => self.closed_reply(&result, None),
         }
-        if engine.halted().is_some() {
-            self.close();
-            return self.closed_reply(true);
-        }
-        // The engine has prepared the feedback for the next attempt: the conversation's last
-        // message.
-        let feedback = engine.request().messages.last().map(|m| m.content.clone()).unwrap_or_default();
-        let value = json!({
-            "status": record.status.as_str(),
-            "target": self.target.label,
-            "attempt": record.iteration,
-            "max_attempts": self.max_attempts,
-            "attempts_left": self.max_attempts.saturating_sub(record.iteration),
-            "score": record.score,
-            "issues": record.issues,
-            "repeat_of": record.repeat_of,
-        });
-        reply::text_and(feedback, value)
     }
 
     fn accepted(&self, record: &AttemptRecord) -> CallToolResult {
-        let mut text = format!("Attempt {} of {}: accepted.", record.iteration, self.max_attempts);
+        let max_attempts = self.run.max_attempts();
+        let mut text = format!("Attempt {} of {max_attempts}: accepted.", record.iteration);
         if !record.issues.is_empty() {
             text.push_str("\n\nNotes:\n");
             number_issues(&mut text, record);
         }
         let value = json!({
             "status": "accepted",
-            "target": self.target.label,
+            "target": self.label,
             "attempt": record.iteration,
-            "max_attempts": self.max_attempts,
+            "max_attempts": max_attempts,
             "score": record.score,
             "issues": record.issues,
             "artifact_sha256": record.artifact.as_ref().map(redraft::core::canonical::artifact_sha256),
@@ -251,29 +130,20 @@ impl Count {
         reply::text_and(text, value)
     }
 
-    /// End the count: the engine's result (history, best so far, escalation) is kept.
-    fn close(&mut self) {
-        if let Some(engine) = self.engine.take() {
-            self.closed = Some(engine.finish(&self.run_id, self.started.elapsed()));
-        }
-    }
-
-    /// The `MaxRetriesExceeded` answer: `checked` when this submission was the last one
-    /// judged, else it came after the cap and was not checked.
-    fn closed_reply(&self, checked: bool) -> CallToolResult {
-        let Some(result) = &self.closed else {
-            return reply::bad_request(format!("the submissions for {} cannot be counted", self.target.label));
-        };
-        let mut text = match result.history.last().filter(|_| checked) {
-            Some(last) => self.last_feedback(last),
+    /// The `MaxRetriesExceeded` answer: with `feedback` on the submission just judged, which was
+    /// the last one allowed; without, the submission came after the cap and was not checked.
+    fn closed_reply(&self, result: &RunResult, feedback: Option<String>) -> CallToolResult {
+        let max_attempts = self.run.max_attempts();
+        let mut text = match feedback {
+            Some(feedback) => feedback,
             None => format!(
                 "No attempts left for {}: all {} attempts in this session were rejected, so this submission was not checked.",
-                self.target.label, result.iterations
+                self.label, result.iterations
             ),
         };
         let message = format!(
             "max retries exceeded: {} attempt(s) at {} were rejected (halted because {})",
-            result.iterations, self.target.label, result.halted_because
+            result.iterations, self.label, result.halted_because
         );
         let _ = write!(text, "\n\nMaxRetriesExceeded: {message}.");
         if let Some(esc) = &result.escalation {
@@ -287,9 +157,9 @@ impl Count {
             "status": "max_retries_exceeded",
             "error": "max_retries_exceeded",
             "message": message,
-            "target": self.target.label,
+            "target": self.label,
             "attempts": result.iterations,
-            "max_attempts": self.max_attempts,
+            "max_attempts": max_attempts,
             "halted_because": result.halted_because,
             "best_iteration": result.best_iteration,
             "best_score": result.best_score,
@@ -298,30 +168,6 @@ impl Count {
             "escalation": result.escalation,
         });
         reply::error_with(text, value)
-    }
-
-    /// The last attempt's feedback, from the same template ("No attempts left.").
-    fn last_feedback(&self, last: &AttemptRecord) -> String {
-        let templates = Templates { feedback: Some(SUBMIT_FEEDBACK_TEMPLATE.to_owned()), ..Templates::default() };
-        let prior =
-            PriorAttempt::new(last.iteration, &last.raw, self.feedback_max_chars, last.issues.clone(), last.repeat_of);
-        let ctx = Feedback {
-            attempt: last.iteration + 1,
-            max_attempts: self.max_attempts,
-            previous: last.iteration,
-            structured: true,
-            prior: &prior,
-            schema: None,
-            example: None,
-        };
-        match Prompts::new(&templates).and_then(|p| p.feedback(&ctx)) {
-            Ok(text) => text,
-            Err(_) => {
-                let mut text = format!("Attempt {} of {}: rejected.\n\nProblems:\n", last.iteration, self.max_attempts);
-                number_issues(&mut text, last);
-                text
-            }
-        }
     }
 }
 

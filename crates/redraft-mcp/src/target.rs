@@ -1,11 +1,10 @@
-//! What `validate` and `submit` check an artifact against: a kind or an inline schema, turned
-//! into evaluators once.
+//! What `validate` checks an artifact against — a kind or an inline schema, turned into
+//! evaluators — and the key `submit` counts a target's submissions by.
 
 use std::sync::Arc;
 
 use redraft::core::canonical::{canonical_json, sha256_hex};
-use redraft::core::{EvalInput, Evaluator, Issue, Verdict, codes, extract};
-use redraft::eval::kind::Kind;
+use redraft::core::{Evaluator, Issue, Verdict};
 use redraft::eval::{Formats, SchemaEvaluator};
 use serde_json::Value;
 
@@ -15,63 +14,38 @@ pub fn schema_key(schema: &Value) -> String {
     format!("schema:{}", sha256_hex(&canonical_json(schema)))
 }
 
+/// How answers name an inline schema: by its title.
+pub fn schema_label(schema: &serde_json::Map<String, Value>) -> String {
+    match schema.get("title").and_then(Value::as_str) {
+        Some(title) => format!("schema `{title}`"),
+        None => "the given schema".to_owned(),
+    }
+}
+
 /// A kind or an inline schema, with its evaluators.
 #[derive(Debug)]
 pub struct Target {
-    /// How answers name it: the kind's name, or the schema's title.
-    pub label: String,
     pub evaluators: Vec<Arc<dyn Evaluator>>,
     /// The JSON Schema an artifact must match.
     pub schema: Option<Value>,
-    pub kind: Option<Arc<Kind>>,
 }
 
 impl Target {
     /// A target for an inline schema (compiled here, `format` doing what `formats` says).
     pub fn schema(schema: Value, formats: Formats) -> Result<Self, String> {
         let evaluator = SchemaEvaluator::of(&schema, formats).map_err(|e| e.to_string())?;
-        let label = match schema.get("title").and_then(Value::as_str) {
-            Some(title) => format!("schema `{title}`"),
-            None => "the given schema".to_owned(),
-        };
-        Ok(Self { label, evaluators: vec![Arc::new(evaluator)], schema: Some(schema), kind: None })
+        Ok(Self { evaluators: vec![Arc::new(evaluator)], schema: Some(schema) })
     }
 
-    /// Run every evaluator on `artifact` and combine their verdicts, as the loop does.
+    /// Run every evaluator on `artifact` and combine their verdicts, as an attempt is judged.
     pub async fn evaluate(&self, artifact: &Value, context: &Value, iteration: u32) -> Verdict {
-        let input = EvalInput { artifact, context, iteration };
-        let mut outcomes = Vec::with_capacity(self.evaluators.len());
-        for evaluator in &self.evaluators {
-            outcomes.push(evaluator.evaluate(input).await.map(|mut verdict| {
-                for issue in &mut verdict.issues {
-                    issue.evaluator.get_or_insert_with(|| evaluator.name().into());
-                }
-                verdict
-            }));
-        }
-        redraft::core::evaluator::combine(outcomes)
-    }
-
-    /// Whether the target's schema lets the whole artifact be a string. When it does not, a
-    /// string artifact is JSON text (or model output holding JSON) and is read as such.
-    pub fn accepts_string(&self) -> bool {
-        let Some(schema) = self.schema.as_ref().and_then(Value::as_object) else { return true };
-        match schema.get("type") {
-            Some(Value::String(t)) => t == "string",
-            Some(Value::Array(types)) => types.iter().any(|t| t == "string"),
-            _ => !["properties", "required", "items", "prefixItems"].iter().any(|k| schema.contains_key(*k)),
-        }
+        redraft::runner::verdict(&self.evaluators, artifact, context, iteration).await
     }
 
     /// The artifact to check: `artifact` itself, or the JSON found in it when it is a string
     /// the target cannot accept as it is. No JSON in such a string is an `invalid_json` issue.
     pub fn read(&self, artifact: Value) -> Result<Value, Issue> {
-        match artifact {
-            Value::String(text) if !self.accepts_string() => extract::extract(&text)
-                .map(|found| found.value)
-                .map_err(|no| Issue::new("", codes::INVALID_JSON, no.to_string())),
-            other => Ok(other),
-        }
+        redraft::runner::artifact_of(artifact, self.schema.as_ref())
     }
 }
 
@@ -93,7 +67,6 @@ mod tests {
         assert_eq!(object.read(json!("no json here")).unwrap_err().code, "invalid_json");
         let string = Target::schema_checked(json!({"type": ["string", "null"]})).unwrap();
         assert_eq!(string.read(json!("{\"a\": 1}")).unwrap(), json!("{\"a\": 1}"));
-        assert!(!Target::schema_checked(json!({"required": ["a"]})).unwrap().accepts_string());
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! `POST /v1/chat`: one call to a model, no loop, no check.
+//! `POST /v1/chat`: one call to a model, no loop, no check — with the loop's transport retries
+//! and time limits, in one of the server's slots.
 
 use axum::Json;
 use axum::extract::State;
@@ -59,7 +60,6 @@ pub async fn chat(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<ChatBody>,
 ) -> Result<Json<ChatAnswer>, ApiError> {
-    let config = state.config();
     let mut messages = Vec::new();
     if let Some(system) = body.system {
         messages.push(Message::system(system));
@@ -75,17 +75,22 @@ pub async fn chat(
     if !messages.iter().any(|m| m.role == Role::User) {
         return Err(ApiError::bad_request("invalid_request", "the conversation has no user message"));
     }
-    let spec = RunSpec { provider: body.provider, model: body.model, ..RunSpec::default() };
-    let name = spec.model_name(config)?;
-    redraft::core::policy::check_sampling(body.temperature, body.max_tokens).map_err(redraft::ConfigError::from)?;
-    let model = state.guard().model(config, &name)?;
+    let spec = RunSpec {
+        provider: body.provider,
+        model: body.model,
+        temperature: body.temperature,
+        max_tokens: body.max_tokens,
+        ..RunSpec::default()
+    };
+    let runner = spec.prepare_call(&state.setup())?;
     let request =
         ChatRequest { temperature: body.temperature, max_tokens: body.max_tokens, ..ChatRequest::new(messages) };
-    let response = model.provider.complete(&request).await?;
+    let _slot = state.call_slot().await?;
+    let response = runner.call(&request).await?;
     Ok(Json(ChatAnswer {
         text: response.text,
         usage: response.usage,
-        model: name,
+        model: runner.model_name().to_owned(),
         finish_reason: response.finish_reason,
     }))
 }

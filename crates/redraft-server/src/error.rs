@@ -5,9 +5,9 @@
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use redraft::ConfigError;
 use redraft::core::{PlanError, ProviderError, StoreError};
 use redraft::eval::kind::KindError;
+use redraft::{ConfigError, RunError};
 use serde_json::{Value, json};
 
 /// Which error body the client expects.
@@ -203,9 +203,19 @@ impl From<ConfigError> for ApiError {
                 Self::bad_request("invalid_model", message)
             }
             ConfigError::Kind(e) => e.into(),
-            ConfigError::Store(e) => e.into(),
             ConfigError::Provider(e) => e.into(),
             _ => Self::bad_request("invalid_request", message),
+        }
+    }
+}
+
+impl From<RunError> for ApiError {
+    fn from(e: RunError) -> Self {
+        match e {
+            RunError::Config(e) => e.into(),
+            RunError::Store(e) => e.into(),
+            held @ RunError::Held { .. } => Self::new(StatusCode::CONFLICT, "run_held", held.to_string()),
+            other => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "run_error", other.to_string()),
         }
     }
 }
@@ -257,11 +267,12 @@ mod tests {
             "model_not_allowed"
         );
         assert_eq!(status(ConfigError::NoModel), 400);
-        assert_eq!(status(ConfigError::Store(StoreError::NotFound { run_id: "x".into() })), 404);
+        let status = |e: StoreError| ApiError::from(RunError::Store(e)).status.as_u16();
+        assert_eq!(status(StoreError::NotFound { run_id: "x".into() }), 404);
         // A store that cannot take the work now sheds it (retry later); a damaged one is a fault.
-        assert_eq!(status(ConfigError::Store(StoreError::Query { action: "a".into(), message: "m".into() })), 503);
-        assert_eq!(status(ConfigError::Store(StoreError::QueueFull { queued: 3 })), 503);
-        assert_eq!(status(ConfigError::Store(StoreError::Corrupt { what: "a".into(), message: "m".into() })), 500);
+        assert_eq!(status(StoreError::Query { action: "a".into(), message: "m".into() }), 503);
+        assert_eq!(status(StoreError::QueueFull { queued: 3 }), 503);
+        assert_eq!(status(StoreError::Corrupt { what: "a".into(), message: "m".into() }), 500);
         let e = ApiError::busy("the queue is full", 3).openai().with_run_id("r");
         assert_eq!(e.body()["error"]["type"], "server_error");
         assert_eq!(e.body()["error"]["run_id"], "r");

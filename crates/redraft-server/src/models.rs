@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::extract::{Path, State};
+use redraft::RunSpec;
 use redraft::config::{Config, ProviderType};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
@@ -39,9 +40,10 @@ impl BackendModels {
             return ids.clone();
         }
         let asked = futures_util::future::join_all(compatible_providers(config).into_iter().map(|name| async move {
-            // Through the guard, as every model a request names.
-            let Ok(model) = state.guard().model(config, &format!("{name}/list")) else { return Vec::new() };
-            match tokio::time::timeout(ASK_WITHIN, model.provider.list_models()).await {
+            // Prepared as every model a request names, through the guard.
+            let spec = RunSpec { model: Some(format!("{name}/list")), ..RunSpec::default() };
+            let Ok(runner) = spec.prepare_call(&state.setup()) else { return Vec::new() };
+            match tokio::time::timeout(ASK_WITHIN, runner.list_models()).await {
                 Ok(Some(Ok(ids))) => ids.into_iter().map(|id| format!("{name}/{id}")).collect(),
                 Ok(Some(Err(e))) => {
                     tracing::warn!(provider = %name, "the backend's model list is left out: {e}");

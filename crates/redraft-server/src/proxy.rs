@@ -22,9 +22,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::{Stream, StreamExt, stream};
-use redraft::RunSpec;
 use redraft::core::price::estimate_tokens;
 use redraft::core::{ChatRequest, Forwarded, HaltReason, Message, PromptStyle, Role, RunResult, ToolSpec};
+use redraft::queue::CallSlot;
+use redraft::{RunSpec, Runner};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -563,6 +564,20 @@ struct PassThrough<'a> {
     max_tokens: Option<u32>,
 }
 
+/// The runner of a pass-through call to `call.model`, through the face's guard, and a slot to
+/// make it in.
+async fn call_runner(state: &AppState, call: &PassThrough<'_>) -> Result<(Runner, CallSlot), ApiError> {
+    let spec = RunSpec {
+        model: Some(call.model.to_owned()),
+        temperature: call.temperature,
+        max_tokens: call.max_tokens,
+        ..RunSpec::default()
+    };
+    let runner = spec.prepare_call(&state.setup())?;
+    let slot = state.call_slot().await?;
+    Ok((runner, slot))
+}
+
 /// One call, no loop. To an OpenAI-compatible backend the client's request goes as it is
 /// (its model replaced), so tools, tool messages and every parameter reach the backend, and
 /// the backend's answer comes back as it is. Other backends get the conversation as text.
@@ -574,14 +589,13 @@ async fn pass_through(
     parameters: serde_json::Map<String, Value>,
     defines_tools: bool,
 ) -> Result<Answer, ApiError> {
-    redraft::core::policy::check_sampling(call.temperature, call.max_tokens).map_err(redraft::ConfigError::from)?;
-    let provider = state.guard().model(state.config(), call.model)?.provider;
+    let (runner, _slot) = call_runner(state, &call).await?;
     if let Some(object) = raw.as_object_mut() {
         // The answer is streamed from the whole reply.
         object.remove("stream");
         object.remove("stream_options");
     }
-    if let Some(answer) = provider.forward(raw).await {
+    if let Some(answer) = runner.forward(raw).await {
         return Ok(forwarded(answer.map_err(refused_upstream)?, call.asked));
     }
     if defines_tools || input.iter().any(|m| m.role == "tool" || m.role == "function") {
@@ -593,7 +607,7 @@ async fn pass_through(
             ),
         ));
     }
-    if let Some(why) = parameters.keys().find_map(|name| provider.refused_parameter(name)) {
+    if let Some(why) = parameters.keys().find_map(|name| runner.refused_parameter(name)) {
         return Err(ApiError::bad_request("unsupported", why));
     }
     let request = ChatRequest {
@@ -602,7 +616,7 @@ async fn pass_through(
         parameters: std::sync::Arc::new(parameters),
         ..ChatRequest::new(messages(input)?)
     };
-    let response = provider.complete(&request).await?;
+    let response = runner.call(&request).await?;
     let (prompt_tokens, completion_tokens) = match response.usage {
         Some(u) => (u.input_tokens, u.output_tokens),
         None => (estimate_tokens(request.chars()), estimate_tokens(response.text.chars().count())),
@@ -842,9 +856,8 @@ async fn pass_through_streamed(
     raw: Value,
     include_usage: bool,
 ) -> Result<Option<Response>, ApiError> {
-    redraft::core::policy::check_sampling(call.temperature, call.max_tokens).map_err(redraft::ConfigError::from)?;
-    let provider = state.guard().model(state.config(), call.model)?.provider;
-    let Some(opened) = provider.forward_stream(raw).await else { return Ok(None) };
+    let (runner, slot) = call_runner(state, call).await?;
+    let Some(opened) = runner.forward_stream(raw).await else { return Ok(None) };
     let body = match opened.map_err(refused_upstream)? {
         Forwarded::Events(body) => body,
         // The backend does not stream: its whole answer, in chunks.
@@ -852,10 +865,11 @@ async fn pass_through_streamed(
             return Ok(Some(stream(forwarded(answer, call.asked), include_usage)));
         }
     };
-    let chunks = stream::unfold(Some(body), |body| async move {
-        let mut body = body?;
+    // The call's slot is held while its events flow.
+    let chunks = stream::unfold(Some((body, slot)), |state| async move {
+        let (mut body, slot) = state?;
         match body.next_bytes().await {
-            Ok(Some(bytes)) => Some((Ok::<_, Infallible>(Bytes::from(bytes)), Some(body))),
+            Ok(Some(bytes)) => Some((Ok::<_, Infallible>(Bytes::from(bytes)), Some((body, slot)))),
             Ok(None) => None,
             Err(e) => {
                 // Blank lines first: whatever event the cut interrupted ends there.

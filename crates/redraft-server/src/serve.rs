@@ -36,6 +36,8 @@ pub enum ServerError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]
+    Store(#[from] redraft::core::StoreError),
+    #[error(transparent)]
     AllowList(#[from] AllowListError),
     #[error("the server failed: {source}")]
     Serve {

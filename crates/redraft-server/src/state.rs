@@ -12,7 +12,7 @@ use redraft::eval::kind::Kinds;
 use redraft::guard::{Face, Guard};
 use redraft::limits::Files;
 use redraft::queue::{AcceptError, Accepted, Executor, RunHooks, SetupParts, Worker};
-use redraft::{ConfigError, RunSpec, SpecSetup};
+use redraft::{ConfigError, RunError, RunSpec, SpecSetup};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ApiError;
@@ -58,7 +58,7 @@ impl RunHooks for ServerHooks {
         (vec![Arc::new(LiveObserver(live)), Arc::new(MetricsObserver(self.metrics.clone()))], cancel)
     }
 
-    fn ended(&self, run_id: &str, outcome: &Result<RunResult, ConfigError>) {
+    fn ended(&self, run_id: &str, outcome: &Result<RunResult, RunError>) {
         let Some(live) = redraft::queue::remove_run(&mut self.live_map(), run_id) else { return };
         match outcome {
             // Already told by the runner, unless the stored run had finished before.
@@ -227,13 +227,29 @@ impl AppState {
                 self.metrics().run_shed(reason);
                 Err(ApiError::busy(message, 2))
             }
-            Err(AcceptError::Config(ConfigError::Store(e))) if e.is_transient() => {
+            Err(AcceptError::Store(e)) if e.is_transient() => {
                 self.metrics().run_shed(ShedReason::Overloaded);
                 Err(ApiError::overloaded(&e))
             }
             Err(AcceptError::Config(e)) => Err(e.into()),
+            Err(AcceptError::Store(e)) => Err(e.into()),
             Err(e) => Err(ApiError::internal(e.to_string())),
         }
+    }
+}
+
+impl AppState {
+    /// A slot for one model call outside a run (`/v1/chat`, the proxy's pass-through): 503 with
+    /// `Retry-After` when none frees within `[queue] max_wait`, or the server is stopping.
+    pub async fn call_slot(&self) -> Result<redraft::queue::CallSlot, ApiError> {
+        if self.inner.shutdown.is_cancelled() {
+            self.metrics().run_shed(ShedReason::ShuttingDown);
+            return Err(ApiError::shutting_down());
+        }
+        self.inner.executor.call_slot().await.map_err(|e| {
+            self.metrics().run_shed(ShedReason::QueueFull);
+            ApiError::busy(e.to_string(), 2)
+        })
     }
 }
 

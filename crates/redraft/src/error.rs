@@ -1,8 +1,9 @@
-//! Errors of the library's edge: configuration, and typed extraction.
+//! Errors of the library's edge: configuration (nothing was sent to a model), recorded runs,
+//! and typed extraction.
 
 use std::path::PathBuf;
 
-use redraft_core::{AttemptRecord, Escalation, HaltReason, Metrics, PlanError, ProviderError};
+use redraft_core::{AttemptRecord, Escalation, HaltReason, Metrics, PlanError, ProviderError, StoreError};
 
 /// The run cannot start as configured. Nothing was sent to a model.
 #[derive(Debug, thiserror::Error)]
@@ -45,17 +46,33 @@ pub enum ConfigError {
     Kind(#[from] redraft_eval::kind::KindError),
     #[error(transparent)]
     Script(#[from] redraft_providers::ScriptError),
+    /// A provider's client cannot be set up (its URL, its TLS).
     #[error(transparent)]
     Provider(#[from] ProviderError),
     #[error(transparent)]
     Sandbox(#[from] redraft_sandbox::SandboxError),
+}
+
+/// A recorded run could not begin or go on: it cannot run as asked (`Config`: nothing was
+/// sent to a model), or the store failed or refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
     #[error(transparent)]
-    Store(#[from] redraft_core::StoreError),
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
     #[error(
         "run `{run_id}` is being run by worker `{worker_id}` (its lease runs {lease_left} more); resuming it too would pay for its attempts twice
 hint: wait for it, or pass `--force` if that process is known to be dead"
     )]
-    RunHeld { run_id: String, worker_id: String, lease_left: String },
+    Held { run_id: String, worker_id: String, lease_left: String },
+}
+
+impl From<PlanError> for RunError {
+    fn from(e: PlanError) -> Self {
+        RunError::Config(e.into())
+    }
 }
 
 /// Typed extraction did not produce a value.

@@ -9,7 +9,12 @@
 //!
 //! Key design decision: one loop. The deciding half lives in `redraft-core` as a pure state
 //! machine; [`Runner`] only carries its decisions out (calls, timeouts, retries, sleeps).
-//! The CLI, and later the HTTP service, MCP server and proxy, all call [`Runner`].
+//! Every face — the CLI (agent mode included), the HTTP service, the OpenAI-compatible proxy
+//! and the MCP server — turns its request into a [`RunSpec`], which
+//! [`RunSpec::prepare`] checks (through the face's [`Guard`]) and turns into a [`Runner`]: a
+//! run, a run whose answers are submitted ([`Runner::submitted`]), or one call to a model with
+//! the loop's retries ([`Runner::call`]). [`recorder`] records runs in the store as they
+//! happen.
 //!
 //! # Typed extraction
 //!
@@ -86,11 +91,11 @@ pub mod typed;
 
 pub use check::{Check, Rejection};
 pub use config::Config;
-pub use error::{ConfigError, ExtractionError};
+pub use error::{ConfigError, ExtractionError, RunError};
 pub use guard::{Face, Guard};
 pub use model::Model;
-pub use runner::{RunOptions, Runner, RunnerBuilder, new_run_id};
-pub use spec::{RunSpec, SpecSetup};
+pub use runner::{RunOptions, Runner, RunnerBuilder, Submission, SubmittedRun, new_run_id};
+pub use spec::{PreparedRun, RunSpec, SpecSetup, WorkspaceSpec};
 pub use typed::{Extractor, extract, schema_of};
 
 pub use redraft_core as core;

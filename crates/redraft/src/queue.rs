@@ -23,12 +23,12 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::config::{Config, QueueConfig};
-use crate::error::ConfigError;
+use crate::error::{ConfigError, RunError};
 use crate::guard::Guard;
 use crate::limits::{FileHeld, Files};
 use crate::recorder::{self, Start};
 use crate::runner::Runner;
-use crate::spec::{RunSpec, SpecSetup};
+use crate::spec::{PreparedRun, RunSpec, SpecSetup};
 
 /// Runs claimed in one statement at most.
 const CLAIM_BATCH: usize = 64;
@@ -266,7 +266,7 @@ pub trait RunHooks: Send + Sync + fmt::Debug {
     /// A run starts executing here: observers to tell, and the token that cancels it.
     fn started(&self, run_id: &str) -> (Vec<Arc<dyn RunObserver>>, CancellationToken);
     /// It ended (a result, or why it could not go on). Called exactly once after `started`.
-    fn ended(&self, run_id: &str, outcome: &Result<RunResult, ConfigError>);
+    fn ended(&self, run_id: &str, outcome: &Result<RunResult, RunError>);
     /// A run was claimed from the queue; `takeover`: from a worker whose lease expired.
     fn claimed(&self, _run_id: &str, _takeover: bool) {}
 }
@@ -281,7 +281,7 @@ impl RunHooks for LogHooks {
         (Vec::new(), CancellationToken::new())
     }
 
-    fn ended(&self, run_id: &str, outcome: &Result<RunResult, ConfigError>) {
+    fn ended(&self, run_id: &str, outcome: &Result<RunResult, RunError>) {
         match outcome {
             Ok(result) => {
                 tracing::info!(%run_id, halted_because = %result.halted_because, iterations = result.iterations, "run finished")
@@ -301,7 +301,7 @@ impl RunHooks for LogHooks {
 #[derive(Debug)]
 pub enum Accepted {
     /// Stored as running and started in this process.
-    Started(JoinHandle<Result<RunResult, ConfigError>>),
+    Started(JoinHandle<Result<RunResult, RunError>>),
     /// Stored as queued: a worker (this one when a slot frees) will claim it.
     Queued,
 }
@@ -313,6 +313,9 @@ pub enum AcceptError {
     /// The spec cannot run (nothing was stored).
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The store could not take the run.
+    #[error(transparent)]
+    Store(#[from] StoreError),
     /// The queue is full or the process is stopping: come back later.
     #[error("{0}")]
     Busy(String),
@@ -427,8 +430,8 @@ impl Executor {
     fn free_slot(&self) -> Option<Slot> {
         let permit = self.slots.clone().try_acquire_owned().ok()?;
         match self.files.get() {
-            None => Some(Slot { _permit: permit, _file: None }),
-            Some(files) => files.run().map(|file| Slot { _permit: permit, _file: Some(file) }),
+            None => Some(Slot { _permit: Some(permit), _file: None }),
+            Some(files) => files.run().map(|file| Slot { _permit: Some(permit), _file: Some(file) }),
         }
     }
 
@@ -454,14 +457,13 @@ impl Executor {
         if self.stopping.is_cancelled() {
             return Err(AcceptError::Busy("the server is shutting down".into()));
         }
-        let (builder, task) = spec.prepare(&self.setup())?;
-        let runner = builder.build()?;
+        let PreparedRun { runner, task, .. } = spec.prepare(&self.setup())?;
         let value = serde_json::to_value(spec)
             .map_err(|e| ConfigError::Invalid { key: "spec".into(), message: e.to_string() })?;
         if let Some(slot) = self.free_slot() {
             let new =
                 NewRun { run_id, spec: &value, holder: Some(self.worker.lease()), max_queued: None, local: false };
-            self.store().insert_run(&new).await.map_err(ConfigError::from)?;
+            self.store().insert_run(&new).await?;
             return Ok(Accepted::Started(self.execute(
                 run_id.to_owned(),
                 RunSource::Built(Box::new((runner, task))),
@@ -477,7 +479,7 @@ impl Executor {
             Err(StoreError::QueueFull { queued }) => Err(AcceptError::Busy(format!(
                 "the queue is full: {queued} runs are waiting (`[queue] max_queued_runs`)"
             ))),
-            Err(e) => Err(ConfigError::from(e).into()),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -519,12 +521,12 @@ impl Executor {
         run_id: String,
         from: RunSource,
         slot: Option<Slot>,
-    ) -> JoinHandle<Result<RunResult, ConfigError>> {
+    ) -> JoinHandle<Result<RunResult, RunError>> {
         let (observers, cancel) = self.hooks.started(&run_id);
         let hold = self.worker.hold(&run_id, cancel.clone());
         let this = self.clone();
         let task = async move {
-            let how = Start { run_id: Some(run_id.clone()), observers, cancel };
+            let how = Start { run_id: Some(run_id.clone()), observers, cancel, ..Start::default() };
             let setup = this.setup();
             let mut outcome = match from {
                 RunSource::Built(built) => {
@@ -551,10 +553,32 @@ impl Executor {
         self.tracker.spawn(task.in_current_span())
     }
 
+    /// A slot for one model call outside a run (`/v1/chat`, the proxy's pass-through), held
+    /// while the call lasts: taken like a run's, waiting at most `[queue] max_wait` for one to
+    /// free (then `Busy`). A process that executes no runs (`--no-worker`) bounds its calls by
+    /// its open-files budget only.
+    pub async fn call_slot(&self) -> Result<CallSlot, AcceptError> {
+        if self.stopping.is_cancelled() {
+            return Err(AcceptError::Busy("the server is shutting down".into()));
+        }
+        let busy = || AcceptError::Busy("every run slot is taken: try again shortly".into());
+        let permit = if self.capacity == 0 {
+            None
+        } else {
+            let acquired = tokio::time::timeout(self.settings.max_wait, self.slots.clone().acquire_owned()).await;
+            Some(acquired.map_err(|_| busy())?.map_err(|_| busy())?)
+        };
+        let file = match self.files.get() {
+            None => None,
+            Some(files) => Some(files.run().ok_or_else(busy)?),
+        };
+        Ok(CallSlot { _slot: Slot { _permit: permit, _file: file } })
+    }
+
     /// Cancel a queued run that no worker has started: it is claimed here and halts at once as
     /// `cancelled`, recorded, without calling a model. `None` when it is not queued (running
     /// elsewhere: ask its holder with [`Store::request_cancel`]; or finished).
-    pub async fn cancel_queued(self: &Arc<Self>, run_id: &str) -> Result<Option<RunResult>, ConfigError> {
+    pub async fn cancel_queued(self: &Arc<Self>, run_id: &str) -> Result<Option<RunResult>, RunError> {
         match self.store().claim_run(run_id, &self.worker.lease(), false).await? {
             Claim::Claimed { .. } => {}
             Claim::Held(_) | Claim::Finished(_) => return Ok(None),
@@ -562,7 +586,7 @@ impl Executor {
         let (observers, cancel) = self.hooks.started(run_id);
         cancel.cancel();
         let hold = self.worker.hold(run_id, cancel.clone());
-        let how = Start { run_id: Some(run_id.to_owned()), observers, cancel };
+        let how = Start { run_id: Some(run_id.to_owned()), observers, cancel, ..Start::default() };
         let outcome = recorder::run_claimed(run_id, None, &self.setup(), &self.worker, how).await;
         drop(hold);
         self.hooks.ended(run_id, &outcome);
@@ -618,7 +642,7 @@ impl Executor {
                     let all = claimed.len() == wanted;
                     for claimed in claimed {
                         let Some(permit) = slots.split(1) else { break };
-                        let slot = Slot { _permit: permit, _file: files.pop() };
+                        let slot = Slot { _permit: Some(permit), _file: files.pop() };
                         self.hooks.claimed(&claimed.run_id, claimed.takeover);
                         drop(self.execute(claimed.run_id, RunSource::Claimed(claimed.run), Some(slot)));
                     }
@@ -677,7 +701,7 @@ impl Executor {
         self.waiters.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn tell_waiters(&self, run_id: &str, outcome: &Result<RunResult, ConfigError>) {
+    fn tell_waiters(&self, run_id: &str, outcome: &Result<RunResult, RunError>) {
         if let Ok(result) = outcome {
             let waiting = remove_run(&mut self.waiters(), run_id);
             for waiter in waiting.map(|w| w.senders).unwrap_or_default() {
@@ -690,7 +714,7 @@ impl Executor {
     /// this process, else found by the one poller that reads the states of every awaited run
     /// in a single query. A run still queued after `[queue] max_wait` is withdrawn — it will
     /// never run — and `Ok(None)` returned.
-    pub async fn wait(self: &Arc<Self>, run_id: &str) -> Result<Option<RunResult>, ConfigError> {
+    pub async fn wait(self: &Arc<Self>, run_id: &str) -> Result<Option<RunResult>, RunError> {
         let (tx, rx) = oneshot::channel();
         {
             let mut waiters = self.waiters();
@@ -786,12 +810,12 @@ impl Executor {
         }
     }
 
-    fn answer(&self, run_id: &str, outcome: Result<Option<RunResult>, ConfigError>) {
+    fn answer(&self, run_id: &str, outcome: Result<Option<RunResult>, RunError>) {
         let waiting = remove_run(&mut self.waiters(), run_id).map(|w| w.senders).unwrap_or_default();
         for waiter in waiting {
             let copy = match &outcome {
                 Ok(result) => Ok(result.clone()),
-                Err(ConfigError::Store(StoreError::NotFound { run_id })) => {
+                Err(RunError::Store(StoreError::NotFound { run_id })) => {
                     Err(StoreError::NotFound { run_id: run_id.clone() }.into())
                 }
                 Err(e) => {
@@ -807,8 +831,14 @@ impl Executor {
 /// connection with when the process shares its descriptors with connections.
 #[derive(Debug)]
 struct Slot {
-    _permit: OwnedSemaphorePermit,
+    _permit: Option<OwnedSemaphorePermit>,
     _file: Option<FileHeld>,
+}
+
+/// A slot held by a model call outside a run: freed when dropped.
+#[derive(Debug)]
+pub struct CallSlot {
+    _slot: Slot,
 }
 
 /// What a process has of a run it is about to execute.
@@ -834,7 +864,7 @@ pub fn remove_run<V>(runs: &mut HashMap<String, V>, run_id: &str) -> Option<V> {
 
 #[derive(Debug)]
 struct Waiting {
-    senders: Vec<oneshot::Sender<Result<Option<RunResult>, ConfigError>>>,
+    senders: Vec<oneshot::Sender<Result<Option<RunResult>, RunError>>>,
     /// When the run, still queued, is withdrawn.
     deadline: Instant,
 }

@@ -1,6 +1,7 @@
 //! Runs recorded as they happen: a [`Recorder`] writes every attempt to the store when it is
-//! made, as the worker holding the run. [`start`], [`run_built`], [`run_claimed`] and
-//! [`resume`] are the one way every face begins or continues a stored run.
+//! made, as the worker holding the run. [`start`] (or [`start_prepared`], for a face that adds
+//! evaluators of its own), [`run_built`], [`run_claimed`], [`resume`], [`answer`] and
+//! [`answered`] are the one way every face begins or continues a stored run.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,10 +12,10 @@ use redraft_core::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::error::ConfigError;
+use crate::error::{ConfigError, RunError};
 use crate::queue::Worker;
 use crate::runner::{RunOptions, Runner, new_run_id};
-use crate::spec::{RunSpec, SpecSetup};
+use crate::spec::{PreparedRun, RunSpec, SpecSetup};
 
 /// Writes each attempt and the result to a store as the run happens, as the worker holding the
 /// run: once another worker has taken the run over, its writes are refused and nothing is
@@ -87,13 +88,17 @@ impl RunObserver for Recorder {
     }
 }
 
-/// How to begin a run.
+/// How to begin a run, or go on with one.
 #[derive(Debug, Clone, Default)]
 pub struct Start {
     /// By default, a new UUIDv7.
     pub run_id: Option<String>,
     pub observers: Vec<Arc<dyn RunObserver>>,
     pub cancel: CancellationToken,
+    /// The attempts already made, to replay (a run that goes on after a person's answer).
+    pub restore: Vec<AttemptRecord>,
+    /// The answers people gave to the run's escalations.
+    pub answers: Vec<PersonReply>,
 }
 
 /// Check `spec`, record it (when a worker is given: stored as running, held by that worker,
@@ -103,27 +108,36 @@ pub async fn start(
     spec: &RunSpec,
     setup: &SpecSetup<'_>,
     worker: Option<&Arc<Worker>>,
-    mut how: Start,
-) -> Result<RunResult, ConfigError> {
-    let run_id = how.run_id.get_or_insert_with(new_run_id).clone();
+    how: Start,
+) -> Result<RunResult, RunError> {
     let Some(worker) = worker else {
         // Nobody could answer a run that is not kept: it fails as it would have.
         if spec.on_escalation == Some(OnEscalation::Await) {
             return Err(ConfigError::Invalid {
                 key: "on_escalation".into(),
                 message: "`await` keeps the run in the store until a person answers, and this run is not recorded: record it in a store (without `--no-store`) or use `fail`".into(),
-            });
+            }
+            .into());
         }
         let spec = RunSpec { on_escalation: Some(OnEscalation::Fail), ..spec.clone() };
-        let (builder, task) = prepare(&spec, setup, how.observers, None)?;
-        return builder
-            .build()?
-            .run_with(task, RunOptions { run_id: Some(run_id), cancel: how.cancel, ..RunOptions::default() })
-            .await;
+        let PreparedRun { runner, task, .. } = spec.prepare(setup)?;
+        return Ok(run_unrecorded(runner, task, how).await?);
     };
-    // Built (so checked) once, before the run is stored; the runner that checked it runs it.
-    let (builder, task) = spec.prepare(setup)?;
-    let runner = builder.build()?;
+    // Prepared (so checked) once, before the run is stored; the runner that checked it runs it.
+    let PreparedRun { runner, task, .. } = spec.prepare(setup)?;
+    start_prepared(spec, runner, task, worker, how).await
+}
+
+/// Record `spec`'s run, already prepared as `runner` (to which the face may have added
+/// evaluators and observers), as running and held by `worker`, and run it to the end.
+pub async fn start_prepared(
+    spec: &RunSpec,
+    runner: Runner,
+    task: Task,
+    worker: &Arc<Worker>,
+    mut how: Start,
+) -> Result<RunResult, RunError> {
+    let run_id = how.run_id.get_or_insert_with(new_run_id).clone();
     let value =
         serde_json::to_value(spec).map_err(|e| ConfigError::Invalid { key: "spec".into(), message: e.to_string() })?;
     let new = NewRun { run_id: &run_id, spec: &value, holder: Some(worker.lease()), max_queued: None, local: true };
@@ -132,16 +146,35 @@ pub async fn start(
     run_built(runner, task, worker, how).await
 }
 
+/// Run `task` with `runner`, recording nothing: how a face runs without a store.
+pub async fn run_unrecorded(runner: Runner, task: Task, how: Start) -> Result<RunResult, ConfigError> {
+    let Start { run_id, observers, cancel, restore, answers } = how;
+    let runner = observers.into_iter().fold(runner, Runner::with_observer);
+    runner.run_with(task, RunOptions { run_id, cancel, restore, answers }).await
+}
+
 /// Run `task` with `runner` (already built from the run's spec) as run `how.run_id`, already
 /// stored and held by `worker`.
-pub async fn run_built(runner: Runner, task: Task, worker: &Arc<Worker>, how: Start) -> Result<RunResult, ConfigError> {
+pub async fn run_built(runner: Runner, task: Task, worker: &Arc<Worker>, how: Start) -> Result<RunResult, RunError> {
     let run_id = how.run_id.clone().unwrap_or_else(new_run_id);
-    let mut runner = runner;
-    for o in how.observers {
-        runner = runner.with_observer(o);
-    }
     let runner = runner.with_observer(Arc::new(Recorder::holding(worker, &run_id)));
-    runner.run_with(task, RunOptions { run_id: Some(run_id), cancel: how.cancel, ..RunOptions::default() }).await
+    Ok(run_unrecorded(runner, task, Start { run_id: Some(run_id), ..how }).await?)
+}
+
+/// Give `reply` to run `how.run_id`, which awaits it and whose runner this process still has
+/// (`redraft until --on-cap ask`), and go on with it, held by `worker`: the answer is recorded,
+/// then the run continues from `how.restore` with `how.answers` (`reply` last among them).
+pub async fn answered(
+    runner: Runner,
+    task: Task,
+    reply: &PersonReply,
+    worker: &Arc<Worker>,
+    how: Start,
+) -> Result<RunResult, RunError> {
+    let run_id = how.run_id.clone().unwrap_or_default();
+    worker.store().answer_run(&run_id, reply, Some(&worker.lease())).await?;
+    let _hold = worker.hold(&run_id, how.cancel.clone());
+    run_built(runner, task, worker, how).await
 }
 
 /// Continue run `how.run_id`, which `worker` has just claimed, from its last recorded attempt:
@@ -154,7 +187,7 @@ pub async fn run_claimed(
     setup: &SpecSetup<'_>,
     worker: &Arc<Worker>,
     how: Start,
-) -> Result<RunResult, ConfigError> {
+) -> Result<RunResult, RunError> {
     let stored = match claimed {
         Some(stored) => *stored,
         None => worker.store().run(run_id).await?.ok_or_else(|| StoreError::NotFound { run_id: run_id.to_owned() })?,
@@ -170,22 +203,25 @@ pub async fn run_claimed(
                 key: "spec".into(),
                 message: format!("the stored spec of run `{run_id}` cannot be read: {e}"),
             };
-            return Err(fail_unrunnable(worker, run_id, stored.attempts, error).await);
+            return Err(fail_unrunnable(worker, run_id, stored.attempts, error).await.into());
         }
     };
-    let recorder = Recorder::holding(worker, run_id);
-    let prepared = prepare(&spec, setup, how.observers, Some(recorder)).and_then(|(b, task)| Ok((b.build()?, task)));
-    let (runner, task) = match prepared {
+    if spec.workspace.is_some() {
+        // Its artifact is a working directory only `redraft until` reads: left as it is.
+        return Err(ConfigError::Invalid {
+            key: "workspace".into(),
+            message: format!(
+                "run `{run_id}` is an agent-mode loop: run `redraft until` again in its working directory to go on"
+            ),
+        }
+        .into());
+    }
+    let PreparedRun { runner, task, .. } = match spec.prepare(setup) {
         Ok(prepared) => prepared,
-        Err(e) => return Err(fail_unrunnable(worker, run_id, stored.attempts, e).await),
+        Err(e) => return Err(fail_unrunnable(worker, run_id, stored.attempts, e).await.into()),
     };
-    let options = RunOptions {
-        run_id: Some(run_id.to_owned()),
-        cancel: how.cancel,
-        restore: stored.attempts,
-        answers: stored.answers,
-    };
-    runner.run_with(task, options).await
+    let how = Start { run_id: Some(run_id.to_owned()), restore: stored.attempts, answers: stored.answers, ..how };
+    run_built(runner, task, worker, how).await
 }
 
 /// Continue a stored run from its last recorded attempt (`redraft runs resume`): claimed for
@@ -198,7 +234,7 @@ pub async fn resume(
     worker: &Arc<Worker>,
     how: Start,
     force: bool,
-) -> Result<RunResult, ConfigError> {
+) -> Result<RunResult, RunError> {
     let mut claim = worker.store().claim_run(run_id, &worker.lease(), force).await?;
     if let Claim::Held(holder) = &claim
         && crate::queue::holder_is_gone(&holder.worker_id)
@@ -210,7 +246,7 @@ pub async fn resume(
     match claim {
         Claim::Held(holder) => {
             let left_ms = holder.lease_until_ms.saturating_sub(crate::clock::now_ms()).max(0);
-            return Err(ConfigError::RunHeld {
+            return Err(RunError::Held {
                 run_id: run_id.to_owned(),
                 worker_id: holder.worker_id,
                 lease_left: redraft_core::duration::format(std::time::Duration::from_millis(
@@ -232,7 +268,7 @@ pub fn person_reply(
     answer: &str,
     max_iterations: Option<u32>,
     setup: &SpecSetup<'_>,
-) -> Result<PersonReply, ConfigError> {
+) -> Result<PersonReply, RunError> {
     let run_id = &stored.run_id;
     if stored.state != RunState::AwaitingInput {
         return Err(StoreError::NotAwaiting { run_id: run_id.clone(), state: stored.state }.into());
@@ -242,7 +278,8 @@ pub fn person_reply(
         return Err(ConfigError::Invalid {
             key: "answer".into(),
             message: "is empty: write what the run should know or do, or abort the run instead".into(),
-        });
+        }
+        .into());
     }
     let question = stored.result.as_ref().and_then(|r| r.escalation.as_ref()).map(|e| e.question.clone());
     let spec_max = stored.spec.get("max_iterations").and_then(serde_json::Value::as_u64);
@@ -257,7 +294,8 @@ pub fn person_reply(
                 "`{max_iterations}` attempts after the answer: give between 1 and {}",
                 setup.ceilings.max_iterations.min(1000)
             ),
-        });
+        }
+        .into());
     }
     Ok(PersonReply {
         question: question.unwrap_or_default(),
@@ -277,29 +315,12 @@ pub async fn answer(
     setup: &SpecSetup<'_>,
     worker: &Arc<Worker>,
     how: Start,
-) -> Result<RunResult, ConfigError> {
+) -> Result<RunResult, RunError> {
     let stored = worker.store().run(run_id).await?.ok_or_else(|| StoreError::NotFound { run_id: run_id.to_owned() })?;
     let reply = person_reply(&stored, answer, max_iterations, setup)?;
     worker.store().answer_run(run_id, &reply, Some(&worker.lease())).await?;
     let _hold = worker.hold(run_id, how.cancel.clone());
     run_claimed(run_id, None, setup, worker, Start { run_id: Some(run_id.to_owned()), ..how }).await
-}
-
-/// The spec's runner builder (with `observers` and the recorder) and task.
-fn prepare(
-    spec: &RunSpec,
-    setup: &SpecSetup<'_>,
-    observers: Vec<Arc<dyn RunObserver>>,
-    recorder: Option<Recorder>,
-) -> Result<(crate::RunnerBuilder, redraft_core::Task), ConfigError> {
-    let (mut builder, task) = spec.prepare(setup)?;
-    for o in observers {
-        builder = builder.observer(o);
-    }
-    if let Some(recorder) = recorder {
-        builder = builder.observer(Arc::new(recorder));
-    }
-    Ok((builder, task))
 }
 
 /// A stored run that cannot be set up here (its spec no longer passes this process's config,
@@ -311,14 +332,15 @@ async fn fail_unrunnable(
     history: Vec<AttemptRecord>,
     error: ConfigError,
 ) -> ConfigError {
-    let result = unrunnable_result(run_id, history, &error);
+    let result = failed_result(run_id, history, "cannot_run", &error.to_string());
     if let Err(e) = worker.store().finish_run(&result, worker.id()).await {
         Recorder::report(run_id, "the result", &e);
     }
     error
 }
 
-fn unrunnable_result(run_id: &str, history: Vec<AttemptRecord>, error: &ConfigError) -> RunResult {
+/// The result of a run that failed outside its loop, with `code` and `message` as its error.
+pub(crate) fn failed_result(run_id: &str, history: Vec<AttemptRecord>, code: &str, message: &str) -> RunResult {
     use redraft_core::record::{Metrics, RunErrorReport, RunStatus, Validation};
     RunResult {
         run_id: run_id.to_owned(),
@@ -334,6 +356,6 @@ fn unrunnable_result(run_id: &str, history: Vec<AttemptRecord>, error: &ConfigEr
         metrics: Metrics::default(),
         history,
         escalation: None,
-        error: Some(RunErrorReport { code: "cannot_run".into(), message: error.to_string() }),
+        error: Some(RunErrorReport { code: code.into(), message: message.into() }),
     }
 }

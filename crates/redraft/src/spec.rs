@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use redraft_core::duration::serde_human;
 use redraft_core::{
-    Ceilings, Directive, Issue, Message, Mode, OnEscalation, Policy, PromptStyle, Strategy, Task, ToolSpec, codes,
+    Ceilings, ChatProvider, ChatRequest, ChatResponse, Directive, Issue, Message, Mode, OnEscalation, Policy,
+    PromptStyle, ProviderError, Strategy, Task, ToolSpec, codes,
 };
 use redraft_eval::kind::Kinds;
 use redraft_eval::{Formats, SchemaEvaluator};
@@ -22,7 +23,7 @@ use crate::error::ConfigError;
 use crate::evaluators::{self, EvaluatorSetup};
 use crate::guard::Guard;
 use crate::model::Model;
-use crate::runner::{Runner, RunnerBuilder};
+use crate::runner::Runner;
 
 /// One evaluator directive or several.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -144,11 +145,49 @@ pub struct RunSpec {
     /// extracted. By default, the config's `coerce` (`true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coerce: Option<bool>,
+    /// Agent mode (`redraft until`, local only): the artifact is the working directory the
+    /// `agent` edits, judged by `verify`; files matching `protect` are put back whenever the
+    /// agent changes them. Such a run is continued only by `redraft until`, which reads the
+    /// workspace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub workspace: Option<WorkspaceSpec>,
     /// The answer must be a JSON object, any object (OpenAI's `json_object`): no schema is
     /// shown, and an object that is itself a JSON Schema (`{"type": "object"}`) is rejected
     /// as `schema_echo`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub json_object: bool,
+}
+
+/// What an agent-mode run works on (see [`RunSpec::workspace`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceSpec {
+    /// The command that must pass (exit 0) for the work to be done.
+    pub verify: String,
+    /// Globs of files the agent may not change, add or delete.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protect: Vec<String>,
+    /// The task's name, which its reports are filed under.
+    pub task: String,
+}
+
+/// A spec turned into a run: the runner (to which a face may still add observers) and the
+/// task; `agent` is the agent command proposing, when the spec names one.
+#[derive(Debug)]
+pub struct PreparedRun {
+    pub runner: Runner,
+    pub task: Task,
+    pub agent: Option<Arc<CommandProvider>>,
+}
+
+/// Who proposes in a prepared run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Proposer {
+    /// The model or agent the spec names.
+    Named,
+    /// Nobody is asked: answers are submitted ([`Runner::submitted`]).
+    Submitted,
 }
 
 /// Where a spec is turned into a run, and what that face allows.
@@ -224,7 +263,44 @@ impl RunSpec {
 
     /// Check the spec and turn it into a runner (to which observers may still be added) and a
     /// task. Nothing is sent to a model.
-    pub fn prepare(&self, setup: &SpecSetup<'_>) -> Result<(RunnerBuilder, Task), ConfigError> {
+    pub fn prepare(&self, setup: &SpecSetup<'_>) -> Result<PreparedRun, ConfigError> {
+        self.prepare_for(setup, Proposer::Named)
+    }
+
+    /// Like [`RunSpec::prepare`], for a run whose answers are submitted
+    /// ([`Runner::submitted`]): no model is named or resolved.
+    pub fn prepare_submitted(&self, setup: &SpecSetup<'_>) -> Result<PreparedRun, ConfigError> {
+        self.prepare_for(setup, Proposer::Submitted)
+    }
+
+    /// The runner of one call to the model this spec names — no loop, no evaluators — with the
+    /// spec's sampling and time limits ([`Runner::call`], [`Runner::forward`]): the model
+    /// passes the face's guard like a run's. Nothing is sent to a model.
+    pub fn prepare_call(&self, setup: &SpecSetup<'_>) -> Result<Runner, ConfigError> {
+        redraft_core::policy::check_sampling(self.temperature, self.max_tokens)?;
+        let policy = self.bounded_policy(setup);
+        let model = setup.guard.model(setup.config, &self.model_name(setup.config)?)?;
+        let mut builder = Runner::builder().model(&model).policy(policy).ceilings(setup.ceilings.clone());
+        if let Some(t) = self.temperature {
+            builder = builder.temperature(t);
+        }
+        if let Some(n) = self.max_tokens {
+            builder = builder.max_tokens(n);
+        }
+        builder.build()
+    }
+
+    /// The policy in force, its wall time bounded by the face's ceiling when the spec names
+    /// none.
+    fn bounded_policy(&self, setup: &SpecSetup<'_>) -> Policy {
+        let mut policy = self.policy(&setup.config.policy);
+        if policy.max_wall_time.is_none() {
+            policy.max_wall_time = setup.ceilings.max_wall_time;
+        }
+        policy
+    }
+
+    fn prepare_for(&self, setup: &SpecSetup<'_>, proposer: Proposer) -> Result<PreparedRun, ConfigError> {
         let config = setup.config;
         if self.prompt.trim().is_empty() {
             return Err(ConfigError::Invalid { key: "prompt".into(), message: "the prompt is empty".into() });
@@ -234,10 +310,11 @@ impl RunSpec {
         {
             return Err(ConfigError::Invalid { key: "context".into(), message: "must be a JSON object".into() });
         }
-        let mut policy = self.policy(&config.policy);
-        if policy.max_wall_time.is_none() {
-            policy.max_wall_time = setup.ceilings.max_wall_time;
-        }
+        // A submitted run waits for its submitter, whose time is its own.
+        let policy = match proposer {
+            Proposer::Named => self.bounded_policy(setup),
+            Proposer::Submitted => self.policy(&config.policy),
+        };
         if let Some(ext) = &self.artifact_ext {
             let ext = ext.trim_start_matches('.');
             if ext.is_empty()
@@ -257,14 +334,29 @@ impl RunSpec {
             Some(Value::String(name)) => setup.guard.sandbox(Some(config.sandbox(name)?), false)?,
             Some(inline) => setup.guard.sandbox(Some(config.sandbox(&inline.to_string())?), true)?,
         };
-        let model = match &self.agent {
-            Some(argv) if !argv.is_empty() => {
+        if self.workspace.is_some() {
+            setup.guard.agent()?;
+            if self.agent.as_ref().is_none_or(Vec::is_empty) {
+                return Err(ConfigError::Invalid {
+                    key: "workspace".into(),
+                    message: "an agent-mode run needs the `agent` command that edits the workspace".into(),
+                });
+            }
+        }
+        let mut agent = None;
+        let model = match (&self.agent, proposer) {
+            (_, Proposer::Submitted) => Model::new(Submitter),
+            (Some(argv), Proposer::Named) if !argv.is_empty() => {
                 setup.guard.agent()?;
-                let name = format!("command/{}", argv.first().map(String::as_str).unwrap_or("agent"));
-                let agent = CommandProvider::new(name, AgentCommand::Argv(argv.clone()), &setup.workdir)
+                let name = format!("command/{}", agent_name(argv));
+                let command = CommandProvider::new(name, AgentCommand::Argv(argv.clone()), &setup.workdir)
                     .timeout(policy.attempt_timeout)
-                    .sandbox(sandbox.clone());
-                Model::new(agent)
+                    .sandbox(sandbox.clone())
+                    // In agent mode the verifier judges the work, not the agent's exit status.
+                    .require_success(self.workspace.is_none());
+                let command = Arc::new(command);
+                agent = Some(command.clone());
+                Model { provider: command, price: None }
             }
             _ => setup.guard.model(config, &self.model_name(config)?)?,
         };
@@ -289,8 +381,11 @@ impl RunSpec {
         if let Some(parameters) = self.parameters.as_ref().filter(|p| !p.is_empty()) {
             builder = builder.parameters(parameters.clone());
         }
-        for name in &config.fallback_models {
-            builder = builder.fallback(&config.model(&config.model_name(Some(name))?)?);
+        // Fallback models take over from a model; an agent's work is not a model's to redo.
+        if proposer == Proposer::Named && !is_command {
+            for name in &config.fallback_models {
+                builder = builder.fallback(&config.model(&config.model_name(Some(name))?)?);
+            }
         }
         if let Some(tool) = &self.tool {
             check_tool_name(&tool.name)?;
@@ -339,8 +434,32 @@ impl RunSpec {
         }
         let task =
             Task { prompt, system: self.system.clone(), context: self.context.clone(), turns: self.turns.clone() };
-        Ok((builder, task))
+        Ok(PreparedRun { runner: builder.build()?, task, agent })
     }
+}
+
+/// The proposer of a run whose answers are submitted: never asked.
+#[derive(Debug)]
+struct Submitter;
+
+#[async_trait::async_trait]
+impl ChatProvider for Submitter {
+    fn name(&self) -> &str {
+        "agent"
+    }
+
+    async fn complete(&self, _request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+        Err(ProviderError::Failed { message: "the answers of this run are submitted, not asked for".into() })
+    }
+}
+
+/// How records name an agent command: its program's file name.
+fn agent_name(argv: &[String]) -> String {
+    argv.first()
+        .map(|a| {
+            std::path::Path::new(a).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| a.clone())
+        })
+        .unwrap_or_else(|| "agent".to_owned())
 }
 
 /// A function name as OpenAI's API takes it: 1 to 64 letters, digits, `_` or `-`.
@@ -369,7 +488,7 @@ mod tests {
             parameters: parameters.as_object().cloned(),
             ..RunSpec::default()
         };
-        let build = |spec: RunSpec| spec.prepare(&setup).and_then(|(builder, _)| builder.build()).map(|_| ());
+        let build = |spec: RunSpec| spec.prepare(&setup).map(|_| ());
         build(spec("claude/claude-x", serde_json::json!({"top_p": 0.9, "stop": ["END"]}))).unwrap();
         let err = build(spec("claude/claude-x", serde_json::json!({"seed": 7}))).unwrap_err().to_string();
         assert!(err.contains("parameters.seed") && err.contains("claude/claude-x"), "{err}");

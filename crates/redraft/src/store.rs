@@ -3,13 +3,12 @@
 
 use std::sync::Arc;
 
-use redraft_core::Store;
+use redraft_core::{Store, StoreError};
 
 use crate::config::Config;
-use crate::error::ConfigError;
 
 /// Open (creating it when needed) the store the config names.
-pub async fn open(config: &Config) -> Result<Arc<dyn Store>, ConfigError> {
+pub async fn open(config: &Config) -> Result<Arc<dyn Store>, StoreError> {
     let url = config.database_url.as_deref().unwrap_or(redraft_store::DEFAULT_SQLITE_PATH);
-    Ok(redraft_store::open(url).await?)
+    redraft_store::open(url).await
 }

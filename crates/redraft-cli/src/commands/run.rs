@@ -1,11 +1,10 @@
 //! `redraft run`: the loop, from the command line.
 
-use std::io::IsTerminal;
 use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
 use redraft::config::Config;
-use redraft::core::{Directive, duration};
+use redraft::core::duration;
 use redraft::eval::kind::Kinds;
 use redraft::queue::Worker;
 use redraft::recorder::{self, Start};
@@ -13,10 +12,10 @@ use redraft::spec::Directives;
 use redraft::{PromptStyle, RunSpec, SpecSetup, Strategy};
 use serde_json::Value;
 
-use super::Outcome;
-use crate::args::{PolicyArgs, Progress, PromptStyleArg, RunArgs, StrategyArg};
+use super::{Outcome, after_run, cancel_on_ctrl_c, progress_lines};
+use crate::args::{PolicyArgs, PromptStyleArg, RunArgs, StrategyArg};
 use crate::input;
-use crate::output::{ProgressLines, report};
+use crate::output::report;
 
 pub async fn run(args: RunArgs, config_path: Option<&std::path::Path>) -> Result<Outcome> {
     let mut config = Config::load(config_path)?;
@@ -32,37 +31,24 @@ pub async fn run(args: RunArgs, config_path: Option<&std::path::Path>) -> Result
     if let Some(dir) = &args.kinds {
         setup.kinds = Some(Arc::new(Kinds::load(dir)?));
     }
-    let show_progress = match args.progress {
-        Progress::Always => true,
-        Progress::Never => false,
-        Progress::Auto => std::io::stderr().is_terminal(),
+    let how = Start {
+        observers: progress_lines(args.progress, spec.policy(&config.policy).max_iterations).into_iter().collect(),
+        cancel: cancel_on_ctrl_c(),
+        ..Start::default()
     };
-    let mut how = Start::default();
-    if show_progress {
-        how.observers.push(Arc::new(ProgressLines { max_iterations: spec.policy(&config.policy).max_iterations }));
-    }
-    let on_ctrl_c = how.cancel.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            on_ctrl_c.cancel();
-        }
-    });
     // Recorded under a lease this process renews while it runs: `runs resume` elsewhere refuses
     // the run until the lease expires (this process died).
     let worker =
         if args.no_store { None } else { Some(Worker::start(redraft::store::open(&config).await?, &config.queue)) };
     let result = recorder::start(&spec, &setup, worker.as_ref(), how).await?;
-
-    report(&result, args.json, args.text)
+    report(&result, args.json, args.text).map_err(after_run)
 }
 
 /// The run spec the flags describe (what is stored, so `runs resume` can continue it).
 fn spec_from_args(args: &RunArgs) -> Result<RunSpec> {
     let mut evaluator: Vec<String> = args.schemas.iter().map(|p| format!("schema:{}", p.display())).collect();
-    for text in &args.evals {
-        text.parse::<Directive>()?;
-        evaluator.push(text.clone());
-    }
+    // Parsed, with everything else the spec names, where it is prepared.
+    evaluator.extend(args.evals.iter().cloned());
     let mut spec = RunSpec {
         prompt: input::text_or_file(&args.prompt, "prompt")?,
         system: args.system.as_deref().map(|s| input::text_or_file(s, "system")).transpose()?,
@@ -83,10 +69,7 @@ fn spec_from_args(args: &RunArgs) -> Result<RunSpec> {
         artifact_ext: args.artifact_ext.clone(),
         check_formats: args.formats.check_formats(),
         coerce: args.strict.then_some(false),
-        sandbox: args
-            .sandbox
-            .as_deref()
-            .map(|s| serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_owned()))),
+        sandbox: args.sandbox.as_deref().map(sandbox_value),
         agent: (!args.agent.is_empty()).then(|| args.agent.clone()),
         on_escalation: args.await_answer.then_some(redraft::core::OnEscalation::Await),
         ..RunSpec::default()
@@ -96,6 +79,11 @@ fn spec_from_args(args: &RunArgs) -> Result<RunSpec> {
         return Err(anyhow!("the prompt is empty\nhint: pass `--prompt TEXT` or `--prompt @FILE`"));
     }
     Ok(spec)
+}
+
+/// `--sandbox NAME|JSON` as a spec holds it: inline JSON, or a name from the config.
+pub(crate) fn sandbox_value(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
 }
 
 /// The policy flags, onto a spec.

@@ -1,7 +1,7 @@
 //! `redraft runs list|show|resume|answer|abort`: the recorded audit trail, and the runs
 //! waiting for a person.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -13,8 +13,8 @@ use redraft::queue::Worker;
 use redraft::recorder::{self, Start};
 
 use super::Outcome;
-use crate::args::RunsCommand;
-use crate::output::{ProgressLines, report};
+use crate::args::{Progress, RunsCommand};
+use crate::output::report;
 
 pub async fn run(which: RunsCommand, config_path: Option<&Path>) -> Result<Outcome> {
     let config = Config::load(config_path)?;
@@ -86,14 +86,14 @@ pub async fn run(which: RunsCommand, config_path: Option<&Path>) -> Result<Outco
             let (setup, how) = continue_here(&config, kinds.as_ref())?;
             let worker = Worker::start(store, &config.queue);
             let result = recorder::resume(&run_id, &setup, &worker, how, force).await?;
-            report(&result, json, false)
+            report(&result, json, false).map_err(super::after_run)
         }
         RunsCommand::Answer { run_id, answer, max_iterations, json, kinds } => {
             drop(stdout);
             let (setup, how) = continue_here(&config, kinds.as_ref())?;
             let worker = Worker::start(store, &config.queue);
             let result = recorder::answer(&run_id, &answer, max_iterations, &setup, &worker, how).await?;
-            report(&result, json, false)
+            report(&result, json, false).map_err(super::after_run)
         }
         RunsCommand::Abort { run_id, json } => {
             let result = store.abort_run(&run_id).await?;
@@ -115,9 +115,6 @@ fn continue_here<'a>(config: &'a Config, kinds: Option<&std::path::PathBuf>) -> 
     if let Some(dir) = kinds {
         setup.kinds = Some(Arc::new(crate::commands::kinds::load(Some(dir), config)?));
     }
-    let mut how = Start::default();
-    if std::io::stderr().is_terminal() {
-        how.observers.push(Arc::new(ProgressLines { max_iterations: config.policy.max_iterations }));
-    }
-    Ok((setup, how))
+    let observers = super::progress_lines(Progress::Auto, config.policy.max_iterations).into_iter().collect();
+    Ok((setup, Start { observers, cancel: super::cancel_on_ctrl_c(), ..Start::default() }))
 }

@@ -4,221 +4,48 @@
 //! the cap writes `escalation.md`. Protected files are checked and put back as soon as the
 //! agent's turn ends — when the workspace is read, before any evaluator runs — and after any
 //! iteration that ended early and at the end of the loop; a change rejects the iteration.
+//!
+//! It is the one loop: the flags become a [`RunSpec`] (with its `workspace`), prepared like
+//! any run, and recorded in the store like any run (`redraft runs show`); agent mode only
+//! plugs in the workspace as the artifact, the protect and verify evaluators and the journal
+//! (`plug`).
 
 mod decisions;
 mod lock;
+mod plug;
 mod protect;
 mod report;
 mod workspace;
 
-use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Result, anyhow};
 use redraft::config::Config;
-use redraft::core::{
-    ArtifactSource, EvalInput, Evaluator, EvaluatorError, OnEscalation, PersonReply, RunStatus, Strategy, Verdict,
-};
+use redraft::core::{OnEscalation, PersonReply, RunStatus};
 use redraft::eval::ExecEvaluator;
-use redraft::providers::{AgentCommand, CommandProvider};
-use redraft::{AttemptRecord, CancellationToken, Mode, RunObserver, RunOptions, RunResult, RunSpec, Runner, Task};
-use serde_json::Value;
+use redraft::queue::Worker;
+use redraft::recorder::{self, Start};
+use redraft::{CancellationToken, RunError, RunResult, RunSpec, Runner, SpecSetup, Task, WorkspaceSpec};
 
 use self::lock::Lock;
-use self::protect::{Finding, ProtectEvaluator, Protected};
+use self::plug::{Journal, Shared, Verifier, WorkspaceArtifact};
+use self::protect::{ProtectEvaluator, Protected};
 use self::report::IterationReport;
-use self::workspace::{Snapshot, Workspace};
-use crate::args::{OnCap, Progress, UntilArgs};
-use crate::commands::Outcome;
-use crate::commands::run::apply_policy_flags;
+use self::workspace::Workspace;
+use crate::args::{OnCap, UntilArgs};
+use crate::commands::run::{apply_policy_flags, sandbox_value};
+use crate::commands::{Outcome, after_run, cancel_on_ctrl_c, progress_lines};
 use crate::input;
-use crate::output::ProgressLines;
-
-/// Longest cumulative diff in the artifact (what the agent is shown as its submission).
-const ARTIFACT_DIFF_KEEP: usize = 16 * 1024;
-
-/// What the pieces of one loop share.
-#[derive(Debug)]
-struct Shared {
-    workspace: Workspace,
-    baseline: Snapshot,
-    before: Mutex<Option<Snapshot>>,
-    current: Mutex<IterationReport>,
-    protected: Protected,
-    /// What checking the protected files after the agent's turn found, for the protect
-    /// evaluator.
-    protect_found: Arc<Mutex<Vec<Finding>>>,
-    /// Whether the protected files were checked since the agent's turn began.
-    protect_checked: AtomicBool,
-    diffs: Mutex<Vec<(u32, String)>>,
-}
-
-impl Shared {
-    fn snapshot(&self) -> Result<Snapshot> {
-        tokio::task::block_in_place(|| self.workspace.snapshot())
-    }
-
-    fn report(&self) -> IterationReport {
-        self.current.lock().map(|r| r.clone()).unwrap_or_default()
-    }
-
-    fn with_report(&self, f: impl FnOnce(&mut IterationReport)) {
-        if let Ok(mut r) = self.current.lock() {
-            f(&mut r);
-        }
-    }
-
-    /// The workspace when the agent's turn began.
-    fn before(&self) -> Snapshot {
-        self.before.lock().ok().and_then(|b| b.clone()).unwrap_or_else(|| self.baseline.clone())
-    }
-
-    /// Check the protected files after the agent's turn: put back what it changed, remove
-    /// what it added where a glob matches (`after` tells what the turn changed).
-    fn check_protected(&self, after: Option<&Snapshot>) -> Vec<Finding> {
-        self.protect_checked.store(true, Ordering::SeqCst);
-        if !self.protected.has_rules() {
-            return Vec::new();
-        }
-        tokio::task::block_in_place(|| {
-            let changed = match after.map(|after| self.workspace.changed_paths(&self.before(), after)) {
-                Some(Ok(changed)) => changed,
-                Some(Err(e)) => {
-                    tracing::warn!("cannot list what the agent changed, so files it added are not checked: {e}");
-                    Vec::new()
-                }
-                None => Vec::new(),
-            };
-            self.protected.check_and_restore(&changed)
-        })
-    }
-
-    /// Put protected files back outside an evaluation — after the verifier ran, after an
-    /// iteration that ended before the workspace was read (a timeout), when the loop stops —
-    /// saying what was put back.
-    fn settle_protected(&self, when: &str) {
-        let found = if self.protect_checked.swap(true, Ordering::SeqCst) {
-            tokio::task::block_in_place(|| self.protected.check_and_restore(&[]))
-        } else {
-            let now = if self.protected.has_rules() { self.snapshot().ok() } else { None };
-            self.check_protected(now.as_ref())
-        };
-        for f in found {
-            eprintln!("warning: {when}: {}", f.text);
-        }
-    }
-}
-
-/// The artifact of an iteration: the workspace, as a fingerprint plus the cumulative diff.
-#[derive(Debug)]
-struct WorkspaceArtifact(Arc<Shared>);
-
-#[async_trait::async_trait]
-impl ArtifactSource for WorkspaceArtifact {
-    async fn artifact(&self, _raw: &str, _iteration: u32) -> Result<Value, EvaluatorError> {
-        let fail = |e: anyhow::Error| EvaluatorError::Failed { evaluator: "workspace".into(), message: e.to_string() };
-        let s = &self.0;
-        // The snapshot keeps what the agent did (the report shows it); then the protected files
-        // are put back before any evaluator — the verifier included — sees the workspace.
-        let after = s.snapshot();
-        let found = s.check_protected(after.as_ref().ok());
-        if let Ok(mut f) = s.protect_found.lock() {
-            *f = found;
-        }
-        let after = after.map_err(fail)?;
-        let before = s.before();
-        let (diff, cumulative) = tokio::task::block_in_place(|| {
-            Ok::<_, anyhow::Error>((s.workspace.diff(&before, &after)?, s.workspace.diff(&s.baseline, &after)?))
-        })
-        .map_err(fail)?;
-        s.with_report(|r| r.diff = diff);
-        let (shown, cut) = redraft::core::prompt::truncate_chars(&cumulative, ARTIFACT_DIFF_KEEP);
-        let body = if shown.trim().is_empty() { "(no changes since the start)".to_owned() } else { shown };
-        let more = if cut { "\n[diff truncated]" } else { "" };
-        Ok(Value::String(format!("workspace: {}\nchanges since the start:\n{body}{more}", after.fingerprint())))
-    }
-}
-
-/// The verifier, keeping its output for the iteration report.
-#[derive(Debug)]
-struct Verifier {
-    exec: ExecEvaluator,
-    shared: Arc<Shared>,
-}
-
-#[async_trait::async_trait]
-impl Evaluator for Verifier {
-    fn name(&self) -> &str {
-        "verify"
-    }
-
-    async fn evaluate(&self, input: EvalInput<'_>) -> Result<Verdict, EvaluatorError> {
-        let out = self.exec.run(input.artifact).await?;
-        let verdict = self.exec.verdict(&out);
-        self.shared.with_report(|r| r.verifier = Some(out));
-        verdict
-    }
-}
-
-/// Snapshots before each iteration; writes each iteration's report when it is recorded.
-#[derive(Debug)]
-struct Journal {
-    shared: Arc<Shared>,
-    agent: Arc<CommandProvider>,
-    dir: PathBuf,
-    task: String,
-    /// Iterations the loop may make: the cap, raised by each answer at the cap.
-    limit: Arc<AtomicU32>,
-}
-
-#[async_trait::async_trait]
-impl RunObserver for Journal {
-    async fn attempt_started(&self, _run_id: &str, _iteration: u32) {
-        let s = &self.shared;
-        if let Ok(mut f) = s.protect_found.lock() {
-            f.clear();
-        }
-        let snap = s.snapshot().ok();
-        if let Ok(mut b) = s.before.lock() {
-            *b = snap;
-        }
-        s.protect_checked.store(false, Ordering::SeqCst);
-        let (agent_command, verifier_command) = {
-            let r = s.report();
-            (r.agent_command, r.verifier_command)
-        };
-        s.with_report(|r| *r = IterationReport { agent_command, verifier_command, ..IterationReport::default() });
-    }
-
-    async fn attempt_finished(&self, _run_id: &str, attempt: &AttemptRecord) {
-        let s = &self.shared;
-        // Usually nothing is left to put back; an iteration that timed out before the
-        // workspace was read, or a verifier that wrote to a protected file, is caught here.
-        s.settle_protected(&format!("after iteration {}", attempt.iteration));
-        s.with_report(|r| r.agent = self.agent.last_output());
-        let report = s.report();
-        if let Ok(mut d) = s.diffs.lock() {
-            d.push((attempt.iteration, report.diff.clone()));
-        }
-        if let Err(e) =
-            report::write_iteration(&self.dir, &self.task, self.limit.load(Ordering::SeqCst), attempt, &report)
-        {
-            tracing::error!("{e}");
-        }
-    }
-}
 
 pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome> {
     let config = Config::load(config_path)?;
-    let mut flags = RunSpec::default();
-    apply_policy_flags(&mut flags, &args.policy)?;
-    let mut policy = flags.policy(&config.policy);
-    check_reason(policy.max_iterations, args.policy.max_iterations.is_some(), args.reason.as_deref())?;
-    if args.on_cap == OnCap::Ask {
-        policy.on_escalation = OnEscalation::Await;
-    }
+    let mut spec = RunSpec::default();
+    apply_policy_flags(&mut spec, &args.policy)?;
+    let max = spec.policy(&config.policy).max_iterations;
+    check_reason(max, args.policy.max_iterations.is_some(), args.reason.as_deref())?;
     if args.agent.is_empty() {
         return Err(anyhow!(
             "no agent command was given\nhint: put it after `--`, e.g. `redraft until --verify 'cargo test' -- my-agent --fix`"
@@ -243,34 +70,38 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
             root.display()
         );
     }
-
-    let workspace = Workspace::open(&root)?;
-    let baseline = tokio::task::block_in_place(|| workspace.snapshot())?;
-    let timeout = policy.attempt_timeout;
-    let agent = Arc::new(
-        CommandProvider::new(
-            format!("command/{}", agent_name(&args.agent)),
-            AgentCommand::Argv(args.agent.clone()),
-            &root,
-        )
-        .timeout(timeout)
-        .sandbox(sandbox.clone())
-        .require_success(false),
-    );
-    let mut verifier_exec = ExecEvaluator::new(&args.verify, &root).timeout(timeout).extension("txt");
-    if let Some(s) = &sandbox {
-        verifier_exec = verifier_exec.sandbox(s.clone());
-    }
-    let dir = report::task_dir(&root, &task_id);
-    let max = policy.max_iterations;
-    let limit = Arc::new(AtomicU32::new(max));
-
     let mut task_text = prompt.clone();
     task_text.push_str(&format!("\n\nWhen you are done, this command must pass (exit 0): `{}`", args.verify));
     if protected.has_rules() {
         let globs: Vec<String> = args.protect.iter().map(|g| format!("`{g}`")).collect();
         task_text.push_str(&format!("\nDo not change, add or delete files matching: {}", globs.join(", ")));
     }
+    // The one request shape: what is recorded, and what the runner is prepared from.
+    let spec = RunSpec {
+        prompt: task_text,
+        agent: Some(args.agent.clone()),
+        text: true,
+        sandbox: args.sandbox.as_deref().map(sandbox_value),
+        on_escalation: (args.on_cap == OnCap::Ask).then_some(OnEscalation::Await),
+        workspace: Some(WorkspaceSpec {
+            verify: args.verify.clone(),
+            protect: args.protect.clone(),
+            task: task_id.clone(),
+        }),
+        ..spec
+    };
+    let prepared = spec.prepare(&SpecSetup::local(&config, root.clone()))?;
+    let agent = prepared.agent.clone().ok_or_else(|| anyhow!("the agent command was not prepared"))?;
+
+    let workspace = Workspace::open(&root)?;
+    let baseline = tokio::task::block_in_place(|| workspace.snapshot())?;
+    let timeout = spec.policy(&config.policy).attempt_timeout;
+    let mut verifier = ExecEvaluator::new(&args.verify, &root).timeout(timeout).extension("txt");
+    if let Some(s) = &sandbox {
+        verifier = verifier.sandbox(s.clone());
+    }
+    let dir = report::task_dir(&root, &task_id);
+    let limit = Arc::new(AtomicU32::new(max));
     let shared = Arc::new(Shared {
         workspace,
         baseline,
@@ -285,121 +116,157 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
         protect_checked: AtomicBool::new(true),
         diffs: Mutex::new(Vec::new()),
     });
-    let mut builder = Runner::builder()
-        .provider(agent.clone())
-        .policy(policy.clone())
-        .mode(Mode::Text)
-        .strategy(Strategy::Fresh)
-        .artifact_source(Arc::new(WorkspaceArtifact(shared.clone())))
-        .evaluator(Arc::new(ProtectEvaluator { found: shared.protect_found.clone() }))
-        .evaluator(Arc::new(Verifier { exec: verifier_exec, shared: shared.clone() }))
-        .observer(Arc::new(Journal {
+    // Agent mode plugs the workspace into the loop: the artifact, two evaluators, the journal.
+    let runner = prepared
+        .runner
+        .with_artifact_source(Arc::new(WorkspaceArtifact(shared.clone())))
+        .with_evaluator(Arc::new(ProtectEvaluator { found: shared.protect_found.clone() }), false)
+        .with_evaluator(Arc::new(Verifier { exec: verifier, shared: shared.clone() }), false)
+        .with_observer(Arc::new(Journal {
             shared: shared.clone(),
-            agent: agent.clone(),
+            agent,
             dir: dir.clone(),
             task: task_id.clone(),
             limit: limit.clone(),
         }));
-    builder = builder.feedback_max_chars(config.feedback_max_chars).temperature_step(config.temperature_step);
-    if let Some(t) = flags.temperature.or(config.temperature) {
-        builder = builder.temperature(t);
-    }
-    let show_progress = match args.progress {
-        Progress::Always => true,
-        Progress::Never => false,
-        Progress::Auto => std::io::stderr().is_terminal(),
+    let worker =
+        if args.no_store { None } else { Some(Worker::start(redraft::store::open(&config).await?, &config.queue)) };
+    let cancel = cancel_on_ctrl_c();
+    let how = Start {
+        run_id: Some(redraft::new_run_id()),
+        observers: progress_lines(args.progress, max).into_iter().collect(),
+        cancel: cancel.clone(),
+        ..Start::default()
     };
-    if show_progress {
-        builder = builder.observer(Arc::new(ProgressLines { max_iterations: max }));
-    }
-    let runner = builder.build()?;
-
-    let cancel = CancellationToken::new();
-    let on_ctrl_c = cancel.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            on_ctrl_c.cancel();
+    let task = prepared.task;
+    let first = match &worker {
+        Some(worker) => recorder::start_prepared(&spec, runner.clone(), task.clone(), worker, how.clone()).await,
+        None => recorder::run_unrecorded(runner.clone(), task.clone(), how.clone()).await.map_err(RunError::from),
+    };
+    let first = match first {
+        Ok(result) => result,
+        Err(e) => {
+            shared.settle_protected("when the loop stopped");
+            return Err(e.into());
         }
-    });
-    let task = Task::new(task_text);
-    let mut answers: Vec<PersonReply> = Vec::new();
-    let mut options = RunOptions { cancel: cancel.clone(), ..RunOptions::default() };
-    let result = loop {
-        let result = match runner.run_with(task.clone(), options.clone()).await {
-            Ok(r) => r,
-            Err(e) => {
+    };
+    // From here on the agent has run: an error exits 1, not 2.
+    let looped = Looped { runner, task, worker, how, max, limit, cancel };
+    let (result, answers) = looped.until_done(first, &shared).await.map_err(after_run)?;
+    let ended = Ended { args: &args, config: &config, root: &root, dir: &dir, task_id: &task_id, prompt: &prompt, max };
+    ended.write(&result, &answers, &shared).map_err(after_run)
+}
+
+/// The loop after its first round, for `--on-cap ask`: each answer goes on with the same run.
+struct Looped {
+    runner: Runner,
+    task: Task,
+    worker: Option<Arc<Worker>>,
+    how: Start,
+    max: u32,
+    limit: Arc<AtomicU32>,
+    cancel: CancellationToken,
+}
+
+impl Looped {
+    /// Ask a person at each cap the run reaches awaiting an answer; their answer continues it
+    /// (recorded in the store with the run), an empty one ends it as failed.
+    async fn until_done(mut self, mut result: RunResult, shared: &Shared) -> Result<(RunResult, Vec<PersonReply>)> {
+        let mut answers = Vec::new();
+        loop {
+            if result.status != RunStatus::AwaitingInput {
                 shared.settle_protected("when the loop stopped");
-                return Err(e.into());
+                return Ok((result, answers));
             }
-        };
-        if result.status != RunStatus::AwaitingInput {
-            break result;
+            // `--on-cap ask`: the person decides whether the loop goes on, and with what.
+            shared.settle_protected("when the loop reached its cap");
+            let Some(reply) = ask(&result, self.max, &self.cancel).await? else {
+                shared.settle_protected("when the loop stopped");
+                return Ok((RunResult { status: RunStatus::Failed, ..result }, answers));
+            };
+            self.limit.fetch_add(reply.max_iterations, Ordering::SeqCst);
+            answers.push(reply.clone());
+            self.how.restore = result.history.clone();
+            self.how.answers = answers.clone();
+            let (runner, task, how) = (self.runner.clone(), self.task.clone(), self.how.clone());
+            let next = match &self.worker {
+                Some(worker) => recorder::answered(runner, task, &reply, worker, how).await,
+                None => recorder::run_unrecorded(runner, task, how).await.map_err(RunError::from),
+            };
+            result = match next {
+                Ok(result) => result,
+                Err(e) => {
+                    shared.settle_protected("when the loop stopped");
+                    return Err(e.into());
+                }
+            };
         }
-        // `--on-cap ask`: the person decides whether the loop goes on, and with what.
-        shared.settle_protected("when the loop reached its cap");
-        match ask(&result, max, &cancel).await? {
-            Some(reply) => {
-                limit.fetch_add(reply.max_iterations, Ordering::SeqCst);
-                answers.push(reply);
-                options = RunOptions {
-                    run_id: Some(result.run_id.clone()),
-                    cancel: cancel.clone(),
-                    restore: result.history.clone(),
-                    answers: answers.clone(),
-                };
-            }
-            None => break RunResult { status: RunStatus::Failed, ..result },
-        }
-    };
-    shared.settle_protected("when the loop stopped");
+    }
+}
 
-    let now = shared.snapshot()?;
-    let changes = tokio::task::block_in_place(|| shared.workspace.stat(&shared.baseline, &now))
-        .unwrap_or_else(|e| format!("(cannot list the changes: {e})"));
-    let written = if result.succeeded() {
-        let cumulative = tokio::task::block_in_place(|| shared.workspace.diff(&shared.baseline, &now))?;
-        report::write_final(&dir, &task_id, &args.verify, &result, &cumulative)?
-    } else {
-        let diffs = shared.diffs.lock().map(|d| d.clone()).unwrap_or_default();
-        let include = config.decide.escalation_includes_diff.then_some(diffs.as_slice());
-        report::write_escalation(&dir, &task_id, &args.verify, &result, include)?
-    };
-    if !args.no_decisions {
-        let entry = decisions::Entry {
-            task: &task_id,
-            prompt: &prompt,
-            verify: &args.verify,
-            result: &result,
-            max_iterations: max,
-            reason: args.reason.as_deref(),
-            changes: &changes,
-            report: written.strip_prefix(&root).unwrap_or(&written),
-            answers: &answers,
-            at: &redraft::clock::now_rfc3339(),
+/// What a finished loop leaves: `final.md` or `escalation.md`, an entry in decisions.md, the
+/// result on stdout with `--json`, and a line on stderr.
+struct Ended<'a> {
+    args: &'a UntilArgs,
+    config: &'a Config,
+    root: &'a Path,
+    dir: &'a Path,
+    task_id: &'a str,
+    prompt: &'a str,
+    max: u32,
+}
+
+impl Ended<'_> {
+    fn write(&self, result: &RunResult, answers: &[PersonReply], shared: &Shared) -> Result<Outcome> {
+        let args = self.args;
+        let now = shared.snapshot()?;
+        let changes = tokio::task::block_in_place(|| shared.workspace.stat(&shared.baseline, &now))
+            .unwrap_or_else(|e| format!("(cannot list the changes: {e})"));
+        let written = if result.succeeded() {
+            let cumulative = tokio::task::block_in_place(|| shared.workspace.diff(&shared.baseline, &now))?;
+            report::write_final(self.dir, self.task_id, &args.verify, result, &cumulative)?
+        } else {
+            let diffs = shared.diffs.lock().map(|d| d.clone()).unwrap_or_default();
+            let include = self.config.decide.escalation_includes_diff.then_some(diffs.as_slice());
+            report::write_escalation(self.dir, self.task_id, &args.verify, result, include)?
         };
-        let path = root.join(&args.decisions);
-        // The loop's own reports are written; a decisions file that cannot be is said, not fatal.
-        if let Err(e) = decisions::append(&path, &entry) {
-            eprintln!("warning: {e}");
+        if !args.no_decisions {
+            let entry = decisions::Entry {
+                task: self.task_id,
+                prompt: self.prompt,
+                verify: &args.verify,
+                result,
+                max_iterations: self.max,
+                reason: args.reason.as_deref(),
+                changes: &changes,
+                report: written.strip_prefix(self.root).unwrap_or(&written),
+                answers,
+                at: &redraft::clock::now_rfc3339(),
+            };
+            let path = self.root.join(&args.decisions);
+            // The loop's own reports are written; a decisions file that cannot be is said, not fatal.
+            if let Err(e) = decisions::append(&path, &entry) {
+                eprintln!("warning: {e}");
+            }
         }
-    }
-    if args.json {
-        let mut stdout = std::io::stdout().lock();
-        serde_json::to_writer_pretty(&mut stdout, &result)?;
-        writeln!(stdout)?;
-    }
-    if result.succeeded() {
-        eprintln!(
-            "redraft: `{}` passes after {} iteration(s); see {}",
-            args.verify,
-            result.iterations,
-            written.display()
-        );
-        Ok(Outcome::Success)
-    } else {
-        eprint!("{}", crate::output::escalation_text(&result));
-        eprintln!("see {}", written.display());
-        Ok(Outcome::Failed)
+        if args.json {
+            let mut stdout = std::io::stdout().lock();
+            serde_json::to_writer_pretty(&mut stdout, result)?;
+            writeln!(stdout)?;
+        }
+        if result.succeeded() {
+            eprintln!(
+                "redraft: `{}` passes after {} iteration(s); see {}",
+                args.verify,
+                result.iterations,
+                written.display()
+            );
+            Ok(Outcome::Success)
+        } else {
+            eprint!("{}", crate::output::escalation_text(result));
+            eprintln!("see {}", written.display());
+            Ok(Outcome::Failed)
+        }
     }
 }
 
@@ -446,12 +313,6 @@ async fn ask(result: &RunResult, max: u32, cancel: &CancellationToken) -> Result
         after_iteration: result.iterations,
         answered_at: Some(redraft::clock::now_rfc3339()),
     }))
-}
-
-fn agent_name(argv: &[String]) -> String {
-    argv.first()
-        .map(|a| Path::new(a).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| a.clone()))
-        .unwrap_or_else(|| "agent".to_owned())
 }
 
 fn valid_task(task: &str) -> Result<String> {

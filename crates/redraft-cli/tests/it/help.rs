@@ -159,6 +159,8 @@ async fn until_help_lists_every_flag() {
           --decisions <FILE>            Where the loop's outcome is recorded: one dated entry appended
                                         per loop [default: decisions.md]
           --no-decisions                Do not append the loop's outcome to decisions.md
+          --no-store                    Do not record the loop in the store (by default it is, like
+                                        every run: `redraft runs` lists it)
           --json                        Print the whole result as JSON (artifact, history, metrics,
                                         escalation) on stdout
           --progress <WHEN>             A progress line per iteration on stderr. By default, only when

@@ -259,8 +259,8 @@ impl FakeDeath {
             NewRun { run_id: &run_id, spec: &value, holder: Some(worker.lease()), max_queued: None, local: false };
         store.insert_run(&new).await.unwrap();
         let how = Start { run_id: Some(run_id.clone()), ..Start::default() };
-        let (builder, task) = spec.prepare(&setup).unwrap();
-        let running = recorder::run_built(builder.build().unwrap(), task, &worker, how);
+        let prepared = spec.prepare(&setup).unwrap();
+        let running = recorder::run_built(prepared.runner, prepared.task, &worker, how);
         tokio::pin!(running);
         loop {
             tokio::select! {

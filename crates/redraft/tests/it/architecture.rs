@@ -60,7 +60,7 @@ fn core_does_no_io() {
 #[test]
 fn adapters_depend_on_core_never_on_each_other_or_a_face() {
     let adapters = ["redraft-providers", "redraft-eval"];
-    let faces = ["redraft", "redraft-cli"];
+    let faces = ["redraft", "redraft-cli", "redraft-server", "redraft-mcp"];
     for adapter in adapters {
         let deps = dependencies(adapter);
         assert!(deps.iter().any(|d| d == "redraft-core"), "{adapter} implements core's ports");
@@ -126,5 +126,103 @@ fn network_faces_hold_no_guard_of_their_own() {
                 );
             }
         }
+    }
+}
+
+/// The faces: each turns its wire format into a `RunSpec` and hands it to the one entry
+/// (`RunSpec::prepare`, `prepare_submitted`, `prepare_call`), then to the runner it gets back.
+const FACES: [&str; 3] = ["redraft-server", "redraft-mcp", "redraft-cli"];
+
+/// What in `code` (a face's source, comments left out) goes around the runner: the engine
+/// driven by hand, a runner built by hand instead of prepared from a spec, a provider obtained
+/// or called directly. Each finding names the offence.
+fn bypasses(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    // Types a face has no business holding: the loop's state machine and its inputs, the
+    // provider port, a runner built piece by piece.
+    for name in ["Engine", "AttemptEnd", "AttemptOutcome", "ChatProvider", "RunnerBuilder"] {
+        if identifiers(code).any(|id| id == name) {
+            found.push(format!("names `{name}`"));
+        }
+    }
+    // Ways to get a provider or a runner without the one entry.
+    for call in ["Runner::builder", "guard().model(", "guard.model(", "Guard::model", ".provider.", ".provider)"] {
+        if code.contains(call) {
+            found.push(format!("calls `{call}`"));
+        }
+    }
+    // Calls that only a runner may make (on a runner they carry its retries and limits).
+    for method in ["complete", "forward", "forward_stream", "list_models", "settle", "next"] {
+        let needle = format!(".{method}(");
+        for (at, _) in code.match_indices(&needle) {
+            let receiver: String = code[..at]
+                .chars()
+                .rev()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            let allowed = receiver == "runner" || (method == "next" && !receiver.contains("engine"));
+            if !allowed {
+                found.push(format!("calls `{receiver}.{method}(`"));
+            }
+        }
+    }
+    found
+}
+
+fn identifiers(code: &str) -> impl Iterator<Item = &str> {
+    code.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty())
+}
+
+/// A source file without its comment lines (documentation may name what code must not use).
+fn code_of(text: &str) -> String {
+    text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn faces_go_through_the_runner() {
+    for krate in FACES {
+        let mut files = Vec::new();
+        sources(&crates().join(krate).join("src"), &mut files);
+        assert!(!files.is_empty(), "{krate} has no sources");
+        for (path, text) in files {
+            let found = bypasses(&code_of(&text));
+            assert!(
+                found.is_empty(),
+                "{} bypasses the runner: {}; a face hands a `RunSpec` to `prepare` (or `prepare_submitted`, `prepare_call`) and uses the runner it gets back",
+                path.display(),
+                found.join(", ")
+            );
+        }
+    }
+}
+
+#[test]
+fn the_bypass_check_catches_what_it_is_for() {
+    // Each of these was, or could be, how a face went around the loop.
+    for (code, what) in [
+        ("let mut engine = Engine::new(plan)?;", "Engine"),
+        ("engine.settle(outcome);", "settle"),
+        ("let r = model.provider.complete(&request).await?;", ".provider."),
+        ("let p = state.guard().model(config, &name)?;", "guard().model("),
+        ("let a = provider.forward(raw).await;", "provider.forward("),
+        ("let s = provider.forward_stream(raw).await;", "provider.forward_stream("),
+        ("let runner = Runner::builder().model(&m).build()?;", "Runner::builder"),
+        ("fn f(p: Arc<dyn ChatProvider>) {}", "ChatProvider"),
+        ("let n = engine.next(Duration::ZERO);", "engine.next("),
+    ] {
+        let found = bypasses(code);
+        assert!(found.iter().any(|f| f.contains(what)), "`{code}` was not caught: {found:?}");
+    }
+    // The runner's own calls are the way through.
+    for code in [
+        "let answer = runner.forward(raw).await;",
+        "let r = runner.call(&request).await?;",
+        "let prepared = spec.prepare(&setup)?;",
+        "let item = lines.next();",
+    ] {
+        assert_eq!(bypasses(code), Vec::<String>::new(), "`{code}` is the runner's own way");
     }
 }

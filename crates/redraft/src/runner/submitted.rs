@@ -1,0 +1,257 @@
+//! Runs whose proposer is outside: an agent writes its own artifacts and hands each one in
+//! (MCP `submit`). Every submission is an attempt of the same loop — the runner reads it,
+//! runs the evaluators, and the engine numbers it, keeps the history and the best so far,
+//! notices repeats, writes the feedback and decides the halt — only nobody is asked: the
+//! runner waits for the next submission instead of calling a model.
+
+use redraft_core::prompt::{Feedback, PriorAttempt, Prompts, pretty};
+use redraft_core::{
+    AttemptRecord, AttemptStatus, Candidate, ChatResponse, Issue, Next, RunResult, Task, Usage, codes, extract,
+};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::{Live, Runner, new_run_id};
+use crate::error::ConfigError;
+
+/// The feedback a submitter reads after a rejection: the attempt just judged, its problems
+/// numbered with their paths, the schema once, and what is left.
+pub const SUBMITTED_FEEDBACK_TEMPLATE: &str = r#"Attempt {{ previous }} of {{ max_attempts }}: rejected.
+{% if repeat_of %}
+
+This submission is identical to attempt {{ repeat_of }} and was rejected for the same reasons. Do not repeat it: change what the problems below point at.
+{% endif %}
+
+Problems ({{ issues | length }}):
+{% for issue in issues %}
+{{ loop.index }}. {{ issue.path or "(root)" }}: {{ issue.message }} [{{ issue.code }}]
+{% endfor %}
+{% if schema %}
+
+The artifact must match this JSON Schema:
+```json
+{{ schema }}
+```
+{% endif %}
+
+{% if attempt > max_attempts %}
+No attempts left.
+{% else %}
+{{ max_attempts - previous }} attempt{% if max_attempts - previous != 1 %}s{% endif %} left: fix every problem above and submit the corrected artifact (attempt {{ attempt }} of {{ max_attempts }}).
+{% endif %}"#;
+
+/// A run that takes its answers from [`SubmittedRun::submit`].
+#[derive(Debug)]
+pub struct SubmittedRun {
+    runner: Runner,
+    state: State,
+}
+
+#[derive(Debug)]
+enum State {
+    /// Attempts are left: what the engine asks for next.
+    Open { live: Box<Live>, next: Next },
+    /// The run halted with this result.
+    Halted(Box<RunResult>),
+    /// Between the two, inside [`SubmittedRun::halt`].
+    Halting,
+}
+
+/// What became of a submission.
+#[derive(Debug, Clone)]
+pub enum Submission {
+    /// Judged, and rejected; the run goes on. `feedback` is what the submitter is told: the
+    /// problems, numbered with their paths, and the attempts left.
+    Rejected { record: AttemptRecord, feedback: String },
+    /// Judged, and the run halted with it: accepted, or rejected as the last attempt allowed
+    /// (`feedback` then says what was wrong with it, and that no attempt is left).
+    Halted { record: AttemptRecord, result: Box<RunResult>, feedback: Option<String> },
+    /// The run had already halted: the submission was not judged.
+    Closed { result: Box<RunResult> },
+}
+
+impl Runner {
+    /// A run of `task` whose answers are submitted to it rather than asked of the proposer.
+    /// The submitter wrote its own prompt, so the first feedback shows the expected shape;
+    /// feedback is worded for a submitter ([`SUBMITTED_FEEDBACK_TEMPLATE`]) unless the runner
+    /// was given a feedback template of its own.
+    pub fn submitted(&self, task: Task) -> Result<SubmittedRun, ConfigError> {
+        let mut runner = self.clone();
+        runner.plan.prompt_seen = false;
+        if runner.plan.templates.feedback.is_none() {
+            runner.plan.templates.feedback = Some(SUBMITTED_FEEDBACK_TEMPLATE.to_owned());
+        }
+        let mut live = Live::new(new_run_id(), runner.engine(task, Vec::new(), Vec::new())?);
+        let next = live.next(&CancellationToken::new());
+        let state = match next {
+            Next::Halt(_) => State::Halted(Box::new(live.finish())),
+            next => State::Open { live: Box::new(live), next },
+        };
+        Ok(SubmittedRun { runner, state })
+    }
+}
+
+impl SubmittedRun {
+    /// The run's id.
+    pub fn run_id(&self) -> &str {
+        match &self.state {
+            State::Open { live, .. } => &live.run_id,
+            State::Halted(result) => &result.run_id,
+            State::Halting => "",
+        }
+    }
+
+    /// Attempts the run allows.
+    pub fn max_attempts(&self) -> u32 {
+        self.runner.plan.policy.max_iterations
+    }
+
+    /// The result, once the run halted.
+    pub fn result(&self) -> Option<&RunResult> {
+        match &self.state {
+            State::Halted(result) => Some(result),
+            State::Open { .. } | State::Halting => None,
+        }
+    }
+
+    /// Judge `answer` as the run's next attempt, with `context` for the evaluators. A string
+    /// is the artifact itself when the schema lets the artifact be a string; otherwise it is
+    /// text holding JSON (model output), and the JSON found in it is judged.
+    pub async fn submit(&mut self, answer: Value, context: &Value) -> Submission {
+        let iteration = match &self.state {
+            State::Halted(result) => return Submission::Closed { result: result.clone() },
+            State::Open { next: Next::Attempt { iteration, .. }, .. } => *iteration,
+            State::Open { .. } | State::Halting => return Submission::Closed { result: Box::new(self.halt().await) },
+        };
+        let State::Open { live, next: pending } = &mut self.state else {
+            return Submission::Closed { result: Box::new(self.halt().await) };
+        };
+        let runner = &self.runner;
+        let begun = live.begin(runner, iteration, 0).await;
+        let span = begun.span.clone();
+        let raw = match &answer {
+            Value::String(text) => text.clone(),
+            other => pretty(other),
+        };
+        let candidate = read(answer, live.engine.plan().schema.as_deref());
+        let response = ChatResponse {
+            text: raw,
+            usage: Some(Usage { input_tokens: 0, output_tokens: 0 }),
+            finish_reason: None,
+            cost_usd: None,
+            served_model: None,
+        };
+        let end = runner.judged(candidate, response, context, iteration).instrument(span).await;
+        let (record, next) = live.settle(runner, begun, 0, end, &CancellationToken::new()).await;
+        let feedback = match &next {
+            // The engine has prepared the feedback for the next attempt: the conversation's
+            // last message.
+            Next::Attempt { request, .. } => request.messages.last().map(|m| m.content.clone()),
+            Next::Halt(_) => None,
+        };
+        *pending = next;
+        match (record, feedback) {
+            (Some(record), Some(feedback)) => Submission::Rejected { record, feedback },
+            (Some(record), None) => {
+                let feedback = (record.status != AttemptStatus::Accepted).then(|| self.last_feedback(&record));
+                Submission::Halted { record, result: Box::new(self.halt().await), feedback }
+            }
+            (None, _) => Submission::Closed { result: Box::new(self.halt().await) },
+        }
+    }
+
+    /// The feedback on the last attempt allowed, from the run's feedback template ("No
+    /// attempts left.").
+    fn last_feedback(&self, last: &AttemptRecord) -> String {
+        let plan = &self.runner.plan;
+        let max_attempts = plan.policy.max_iterations;
+        let prior =
+            PriorAttempt::new(last.iteration, &last.raw, plan.feedback_max_chars, last.issues.clone(), last.repeat_of);
+        let ctx = Feedback {
+            attempt: last.iteration + 1,
+            max_attempts,
+            previous: last.iteration,
+            structured: true,
+            prior: &prior,
+            schema: None,
+            example: None,
+        };
+        match Prompts::new(&plan.templates).and_then(|p| p.feedback(&ctx)) {
+            Ok(text) => text,
+            Err(_) => {
+                let mut text = format!("Attempt {} of {max_attempts}: rejected.\n\nProblems:\n", last.iteration);
+                for (n, issue) in last.issues.iter().enumerate() {
+                    let place = if issue.path.is_empty() { "(root)" } else { issue.path.as_str() };
+                    text.push_str(&format!("{}. {place}: {} [{}]\n", n + 1, issue.message, issue.code));
+                }
+                text.trim_end().to_owned()
+            }
+        }
+    }
+
+    /// End the run: its result (history, best so far, escalation) is kept and the observers
+    /// are told.
+    async fn halt(&mut self) -> RunResult {
+        let result = match std::mem::replace(&mut self.state, State::Halting) {
+            State::Open { live, .. } => {
+                let result = live.finish();
+                self.runner.tell_finished(&result).await;
+                result
+            }
+            State::Halted(result) => *result,
+            // Never seen: `halt` puts a result back before it returns.
+            State::Halting => crate::recorder::failed_result("", Vec::new(), "cannot_run", "the run's state was lost"),
+        };
+        self.state = State::Halted(Box::new(result.clone()));
+        result
+    }
+}
+
+/// The artifact of a submission: the answer itself, or the JSON found in it when it is a
+/// string the schema cannot accept as it is (no JSON in such a string: an `invalid_json`
+/// issue).
+pub fn artifact_of(answer: Value, schema: Option<&Value>) -> Result<Value, Issue> {
+    match answer {
+        Value::String(text) if !accepts_string(schema) => extract::extract(&text)
+            .map(|found| found.value)
+            .map_err(|no| Issue::new("", codes::INVALID_JSON, no.to_string())),
+        other => Ok(other),
+    }
+}
+
+fn read(answer: Value, schema: Option<&Value>) -> Candidate {
+    let (artifact, issue) = match artifact_of(answer, schema) {
+        Ok(artifact) => (Some(artifact), None),
+        Err(issue) => (None, Some(issue)),
+    };
+    Candidate { artifact, extraction: None, repairs: Vec::new(), issue }
+}
+
+/// Whether `schema` lets the whole artifact be a string.
+fn accepts_string(schema: Option<&Value>) -> bool {
+    let Some(schema) = schema.and_then(Value::as_object) else { return true };
+    match schema.get("type") {
+        Some(Value::String(t)) => t == "string",
+        Some(Value::Array(types)) => types.iter().any(|t| t == "string"),
+        _ => !["properties", "required", "items", "prefixItems"].iter().any(|k| schema.contains_key(*k)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn strings_are_read_as_json_only_where_a_string_cannot_be_the_artifact() {
+        let object = json!({"type": "object"});
+        let read_as = |answer: Value, schema: &Value| read(answer, Some(schema));
+        assert_eq!(read_as(json!("```json\n{\"a\": 1}\n```"), &object).artifact, Some(json!({"a": 1})));
+        assert_eq!(read_as(json!("no json here"), &object).issue.map(|i| i.code), Some("invalid_json".into()));
+        let string = json!({"type": ["string", "null"]});
+        assert_eq!(read_as(json!("{\"a\": 1}"), &string).artifact, Some(json!("{\"a\": 1}")));
+        assert!(!accepts_string(Some(&json!({"required": ["a"]}))));
+        assert!(accepts_string(None));
+    }
+}
