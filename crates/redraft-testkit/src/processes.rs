@@ -53,6 +53,22 @@ pub async fn left_after(token: &str, within: Duration) -> Vec<(u32, String)> {
     }
 }
 
+/// Like [`eventually`], for a check that must be awaited (a fake server's count of calls).
+pub async fn eventually_async<F, Fut>(within: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    while tokio::time::Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    check().await
+}
+
 /// Polls `check` every 20 ms until it holds, for at most `within`; whether it did.
 pub async fn eventually(within: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = tokio::time::Instant::now() + within;

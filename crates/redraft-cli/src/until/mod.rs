@@ -182,7 +182,12 @@ impl Looped {
             shared.settle_protected("when the loop reached its cap");
             let Some(reply) = ask(&result, self.max, &self.cancel).await? else {
                 shared.settle_protected("when the loop stopped");
-                return Ok((RunResult { status: RunStatus::Failed, ..result }, answers));
+                // No answer: the run fails, in the store too (it no longer awaits one).
+                let failed = match &self.worker {
+                    Some(worker) => worker.store().abort_run(&result.run_id).await?,
+                    None => RunResult { status: RunStatus::Failed, ..result },
+                };
+                return Ok((failed, answers));
             };
             self.limit.fetch_add(reply.max_iterations, Ordering::SeqCst);
             answers.push(reply.clone());

@@ -19,6 +19,7 @@ mod runs;
 mod serve;
 mod telemetry;
 mod until;
+mod until_store;
 
 use std::path::{Path, PathBuf};
 

@@ -7,6 +7,7 @@
 mod answer;
 mod api;
 mod browser;
+mod calls;
 mod cdp;
 mod compat;
 mod gate;

@@ -59,3 +59,40 @@ async fn a_worker_that_lost_the_lease_stops_and_records_nothing() {
     assert!(stored.result.is_none(), "a result was written over the new holder's run");
     assert_eq!(stored.holder.unwrap().worker_id, "other-worker");
 }
+
+/// An agent-mode run (`redraft until`) reads a working directory only `redraft until` has: a
+/// resume elsewhere refuses it and leaves it as it is, rather than running the agent with no
+/// verifier or failing the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_mode_run_is_not_resumed_without_its_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config("http://127.0.0.1:9/v1", dir.path());
+    let store = redraft::store::open(&config).await.unwrap();
+    let spec = RunSpec {
+        prompt: "Make the tests pass.".into(),
+        agent: Some(vec!["sh".into(), "agent.sh".into()]),
+        text: true,
+        workspace: Some(redraft::WorkspaceSpec { verify: "sh test.sh".into(), protect: Vec::new(), task: "t".into() }),
+        ..RunSpec::default()
+    };
+    let run_id = redraft::new_run_id();
+    let value = serde_json::to_value(&spec).unwrap();
+    let gone = Lease { worker_id: "gone-worker", ttl: Duration::from_millis(1) };
+    let new =
+        redraft::core::NewRun { run_id: &run_id, spec: &value, holder: Some(gone), max_queued: None, local: true };
+    store.insert_run(&new).await.unwrap();
+
+    let worker = Worker::start(store.clone(), &config.queue);
+    let setup = SpecSetup::local(&config, dir.path().to_owned());
+    let err = recorder::resume(&run_id, &setup, &worker, Start::default(), true).await.unwrap_err().to_string();
+    assert!(err.contains("agent-mode") && err.contains("redraft until"), "{err}");
+    let stored = store.run(&run_id).await.unwrap().unwrap();
+    assert!(stored.result.is_none(), "the run was failed: {:?}", stored.result);
+    assert!(stored.attempts.is_empty());
+
+    // Over the network, such a spec is refused before anything runs.
+    let network = redraft::Guard::network(redraft::Face::Http, &config.server).unwrap();
+    let setup = SpecSetup { guard: std::sync::Arc::new(network), ..SpecSetup::local(&config, dir.path().to_owned()) };
+    let err = spec.prepare(&setup).unwrap_err().to_string();
+    assert!(err.contains("not allowed over HTTP"), "{err}");
+}
