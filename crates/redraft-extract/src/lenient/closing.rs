@@ -3,7 +3,7 @@
 //! goes on afterwards.
 
 use super::lex::{self, Quote, member_at, quote_at};
-use super::string::Opens;
+use super::opens::Opens;
 use super::{Ctx, Parser};
 
 impl Parser<'_> {

@@ -11,9 +11,11 @@
 mod array;
 mod bare;
 mod closing;
+mod escape;
 mod lex;
 mod number;
 mod object;
+mod opens;
 mod string;
 mod top;
 

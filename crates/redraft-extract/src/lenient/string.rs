@@ -1,4 +1,5 @@
-//! Quoted strings: quotes of every kind, escapes, and reading a damaged string again.
+//! Quoted strings: quotes of every kind, escapes (decoded in `escape`), and reading a damaged
+//! string again.
 //!
 //! A quote is trusted as the end of a string only when what follows says so (see `closing`).
 //! Otherwise it is an unescaped quote inside the string — unless what precedes it says the
@@ -9,6 +10,7 @@
 use serde_json::Value;
 
 use super::lex::{self, Quote, member_at, quote_at};
+use super::opens::Opens;
 use super::{Ctx, Fail, Parser};
 use crate::Repair;
 
@@ -23,78 +25,6 @@ enum Stop {
     At(usize),
     /// At the first delimiter, keeping quotes as text: the text ended without an end quote.
     Lost,
-}
-
-/// What a string read so far leaves open: its quote, and brackets its text has not closed.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Opens {
-    pub(super) quote: Quote,
-    /// Whether the text holds a code fence (```` ``` ````): a snippet whose quotes are text.
-    pub(super) code: bool,
-    paren: usize,
-    square: usize,
-    curly: usize,
-    /// Whether the last `]` or `}` of the text closed no bracket the text had opened.
-    stray: bool,
-}
-
-impl Opens {
-    fn new(quote: Quote) -> Self {
-        Opens { quote, code: false, paren: 0, square: 0, curly: 0, stray: false }
-    }
-
-    fn track(&mut self, c: u8) {
-        match c {
-            b'(' => self.paren += 1,
-            b')' => self.paren = self.paren.saturating_sub(1),
-            b'[' => self.square += 1,
-            b']' => {
-                self.stray = self.square == 0;
-                self.square = self.square.saturating_sub(1);
-            }
-            b'{' => self.curly += 1,
-            b'}' => {
-                self.stray = self.curly == 0;
-                self.curly = self.curly.saturating_sub(1);
-            }
-            _ => {}
-        }
-    }
-
-    /// Whether the delimiter `c` that ends the text after this string's text can be structure
-    /// the end quote was lost before (`["hello]`), rather than the string's own text cut off:
-    /// a bracket the text opens, or closes, is text (`"x [1, 2] {y`, `"[1, {2}]`), and so is
-    /// anything inside a bracket it left open.
-    fn outside(self, c: u8) -> bool {
-        match c {
-            b'[' | b'{' => false,
-            b']' | b'}' => self.stray,
-            _ => !self.unclosed(),
-        }
-    }
-
-    /// Whether `c`, met while reading a string cut off by the end of the text, is the
-    /// string's own text: a bracket it opens or closes, or a delimiter inside one it opened.
-    fn holds(self, c: u8) -> bool {
-        match c {
-            b'[' | b'{' => true,
-            b']' | b'}' => self.open_for(c) > 0,
-            _ => self.unclosed(),
-        }
-    }
-
-    /// Whether a `{` or `[` is still open.
-    pub(super) fn unclosed(self) -> bool {
-        self.square > 0 || self.curly > 0
-    }
-
-    pub(super) fn open_for(self, close: u8) -> usize {
-        match close {
-            b')' => self.paren,
-            b']' => self.square,
-            _ => self.curly,
-        }
-    }
 }
 
 /// Outcome of one reading of a quoted string.
@@ -409,90 +339,6 @@ impl Parser<'_> {
     /// Whether the byte before `i` is a colon, as in the `://` of a URL.
     pub(super) fn after_colon(&self, i: usize) -> bool {
         i > 0 && self.b.get(i - 1) == Some(&b':')
-    }
-
-    /// Decode the escape sequence at `i` (a backslash) into `out`; returns the next offset.
-    fn escape(&mut self, i: usize, out: &mut String) -> Result<usize, Fail> {
-        let Some(n) = self.peek_at(i + 1) else {
-            // a lone backslash cut off by the end of the text
-            self.note(Repair::TruncatedTail);
-            return Ok(self.end);
-        };
-        let c = match n {
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'n' => '\n',
-            b'r' => '\r',
-            b't' => '\t',
-            b'u' => return self.unicode_escape(i, out),
-            b'\'' | b'\n' => {
-                // `\'` from JavaScript, or a backslash continuing the line
-                self.note(Repair::InvalidEscape);
-                char::from(n)
-            }
-            _ if n.is_ascii() => {
-                // not a JSON escape (`\d` in a regex, `\l`): keep the backslash as text
-                self.note(Repair::InvalidEscape);
-                out.push('\\');
-                return Ok(i + 1);
-            }
-            _ => {
-                // a backslash before a non-ASCII character (`\„`): drop it
-                self.note(Repair::InvalidEscape);
-                return Ok(i + 1);
-            }
-        };
-        out.push(c);
-        Ok(i + 2)
-    }
-
-    fn hex4(&self, at: usize) -> Option<u32> {
-        if at + 4 > self.end {
-            return None;
-        }
-        let digits = self.b.get(at..at + 4)?;
-        if !digits.iter().all(u8::is_ascii_hexdigit) {
-            return None;
-        }
-        u32::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
-    }
-
-    fn unicode_escape(&mut self, i: usize, out: &mut String) -> Result<usize, Fail> {
-        let Some(code) = self.hex4(i + 2) else {
-            let mut j = i + 2;
-            while j < self.end && self.b.get(j).is_some_and(u8::is_ascii_hexdigit) {
-                j += 1;
-            }
-            if j >= self.end {
-                // `\u26` cut off by the end of the text: drop it
-                self.note(Repair::TruncatedTail);
-                return Ok(self.end);
-            }
-            self.pos = i;
-            return Err(self.fail("four hex digits after \\u"));
-        };
-        if (0xD800..0xDC00).contains(&code)
-            && self.b.get(i + 6) == Some(&b'\\')
-            && self.b.get(i + 7) == Some(&b'u')
-            && let Some(low) = self.hex4(i + 8)
-            && (0xDC00..0xE000).contains(&low)
-        {
-            let c = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
-            out.push(char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER));
-            return Ok(i + 12);
-        }
-        match char::from_u32(code) {
-            Some(c) => out.push(c),
-            None => {
-                // a lone surrogate
-                self.note(Repair::InvalidEscape);
-                out.push(char::REPLACEMENT_CHARACTER);
-            }
-        }
-        Ok(i + 6)
     }
 }
 
