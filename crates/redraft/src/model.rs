@@ -1,10 +1,16 @@
-//! A proposer with its price: what `--model provider/model` resolves to.
+//! A proposer with its price: what `--model provider/model` resolves to, and how the config's
+//! providers are built into one ([`Config::model`]).
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use redraft_core::{ChatProvider, Price};
+use redraft_providers::{
+    AgentCommand, AnthropicConfig, AnthropicProvider, CommandProvider, MockProvider, OllamaConfig, OllamaProvider,
+    OpenAiConfig, OpenAiProvider, anthropic, ollama, openai,
+};
 
-use crate::config::Config;
+use crate::config::{Config, ProviderConfig, ProviderType};
 use crate::error::ConfigError;
 
 /// A proposer and, when known, its price (needed for `cost_usd` and budgets).
@@ -35,5 +41,143 @@ impl Model {
     /// The `provider/model` name.
     pub fn name(&self) -> &str {
         self.provider.name()
+    }
+}
+
+impl Config {
+    /// Build the proposer for `provider/model`, with its price when the config has one.
+    pub fn model(&self, name: &str) -> Result<Model, ConfigError> {
+        let (prefix, model) = name.split_once('/').ok_or_else(|| ConfigError::BareModel { name: name.to_owned() })?;
+        if model.is_empty() {
+            return Err(ConfigError::BareModel { name: name.to_owned() });
+        }
+        let named = self.providers.get(prefix);
+        let kind = match (named, prefix) {
+            (Some(p), _) => p.kind,
+            (None, "openai") => ProviderType::Openai,
+            (None, "mock") => ProviderType::Mock,
+            (None, "anthropic") => ProviderType::Anthropic,
+            (None, "ollama") => ProviderType::Ollama,
+            (None, "command") => ProviderType::Command,
+            (None, other) => {
+                return Err(ConfigError::UnknownProvider {
+                    provider: other.to_owned(),
+                    known: ["openai", "anthropic", "ollama", "command", "mock"]
+                        .map(String::from)
+                        .into_iter()
+                        .chain(self.providers.keys().cloned())
+                        .collect(),
+                });
+            }
+        };
+        if named.and_then(|p| p.native_response_format) == Some(true)
+            && !matches!(kind, ProviderType::Openai | ProviderType::Mock)
+        {
+            tracing::warn!(
+                "`{name}`: `native_response_format` is sent to OpenAI-compatible servers only; this model is prompted for the shape"
+            );
+        }
+        let timeout = named.and_then(|p| p.request_timeout).unwrap_or(self.policy.attempt_timeout);
+        let max_response_bytes = response_limit(prefix, named)?;
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let provider: Arc<dyn ChatProvider> = match kind {
+            ProviderType::Openai => {
+                let base_url = named
+                    .and_then(|p| p.base_url.clone())
+                    .or_else(|| env("OPENAI_BASE_URL"))
+                    .unwrap_or_else(|| openai::DEFAULT_BASE_URL.to_owned());
+                let api_key_env =
+                    named.and_then(|p| p.api_key_env.clone()).unwrap_or_else(|| "OPENAI_API_KEY".to_owned());
+                Arc::new(OpenAiProvider::new(OpenAiConfig {
+                    name: name.to_owned(),
+                    model: model.to_owned(),
+                    base_url,
+                    api_key: env(&api_key_env),
+                    api_key_env,
+                    request_timeout: timeout,
+                    max_response_bytes,
+                    native_response_format: named.and_then(|p| p.native_response_format).unwrap_or(self.constrained),
+                })?)
+            }
+            ProviderType::Mock => {
+                let script = named.and_then(|p| p.script.clone()).unwrap_or_else(|| PathBuf::from(model));
+                Arc::new(MockProvider::from_file(name, &script)?)
+            }
+            ProviderType::Command => {
+                // `command/NAME` names `[providers.NAME]`; a provider of type command may also be
+                // used directly as `NAME/anything`.
+                let (key, p) = match named {
+                    Some(p) => (prefix, Some(p)),
+                    None => (model, self.providers.get(model).filter(|p| p.kind == ProviderType::Command)),
+                };
+                let p = p.ok_or_else(|| ConfigError::Invalid {
+                    key: format!("providers.{key}"),
+                    message: format!(
+                        "`{name}` needs a `[providers.{key}]` table with `type = \"command\"` and a `command`; or pass the agent after `--`"
+                    ),
+                })?;
+                let command = p.command.clone().ok_or_else(|| ConfigError::Invalid {
+                    key: format!("providers.{key}.command"),
+                    message: "a command provider needs `command = \"…\"` (run with `sh -c`; `{prompt}` is replaced by the quoted prompt)".into(),
+                })?;
+                let sandbox = p.sandbox.as_deref().map(|s| self.sandbox(s)).transpose()?;
+                Arc::new(
+                    CommandProvider::new(
+                        name,
+                        AgentCommand::Shell(command),
+                        p.workdir.clone().unwrap_or_else(|| PathBuf::from(".")),
+                    )
+                    .timeout(timeout)
+                    .sandbox(sandbox)
+                    .max_response_bytes(response_limit(key, Some(p))?),
+                )
+            }
+            ProviderType::Anthropic => {
+                let base_url = named
+                    .and_then(|p| p.base_url.clone())
+                    .or_else(|| env("ANTHROPIC_BASE_URL"))
+                    .unwrap_or_else(|| anthropic::DEFAULT_BASE_URL.to_owned());
+                let api_key_env =
+                    named.and_then(|p| p.api_key_env.clone()).unwrap_or_else(|| "ANTHROPIC_API_KEY".to_owned());
+                Arc::new(AnthropicProvider::new(AnthropicConfig {
+                    name: name.to_owned(),
+                    model: model.to_owned(),
+                    base_url,
+                    api_key: env(&api_key_env),
+                    api_key_env,
+                    request_timeout: timeout,
+                    max_response_bytes,
+                })?)
+            }
+            ProviderType::Ollama => {
+                let base_url = named
+                    .and_then(|p| p.base_url.clone())
+                    .or_else(|| env("OLLAMA_HOST").map(|h| ollama::base_url_from_host(&h)))
+                    .unwrap_or_else(|| ollama::DEFAULT_BASE_URL.to_owned());
+                Arc::new(OllamaProvider::new(OllamaConfig {
+                    name: name.to_owned(),
+                    model: model.to_owned(),
+                    base_url,
+                    request_timeout: timeout,
+                    max_response_bytes,
+                })?)
+            }
+        };
+        Ok(Model { provider, price: self.models.get(name).copied() })
+    }
+}
+
+/// The largest answer `[providers.NAME]` allows (by default, 4 MiB).
+fn response_limit(name: &str, provider: Option<&ProviderConfig>) -> Result<usize, ConfigError> {
+    match provider.and_then(|p| p.max_response_bytes) {
+        Some(0) => Err(ConfigError::Invalid {
+            key: format!("providers.{name}.max_response_bytes"),
+            message: format!(
+                "must be more than 0 bytes (by default, {})",
+                redraft_providers::DEFAULT_MAX_RESPONSE_BYTES
+            ),
+        }),
+        Some(bytes) => Ok(bytes),
+        None => Ok(redraft_providers::DEFAULT_MAX_RESPONSE_BYTES),
     }
 }
