@@ -41,7 +41,7 @@ pub use chat::{
     StreamedBody, ToolSpec, Usage, reserved_parameter,
 };
 pub use directive::{Directive, DirectiveError};
-pub use engine::{AnswerError, AttemptEnd, AttemptOutcome, Candidate, Engine, Interruption, Next};
+pub use engine::{AnswerError, ArtifactRead, AttemptEnd, AttemptOutcome, Engine, Interruption, Next};
 pub use evaluator::{ArtifactSource, EvalInput, Evaluator, EvaluatorError};
 pub use events::RunObserver;
 pub use issue::{Hint, Issue, Score, Severity, Verdict, codes};
@@ -53,7 +53,7 @@ pub use record::{
     AttemptRecord, AttemptStatus, Escalation, Metrics, PersonReply, RecordedRepair, RecurringIssue, RunErrorReport,
     RunResult, RunStatus, Validation,
 };
-pub use retry::{RetryDecision, RetryPolicy, WaitBound};
+pub use retry::{RetryPolicy, RetryStep, WaitBound};
 pub use store::{
     Claim, Claimed, Holder, Lease, NewRun, Renewal, RunFilter, RunState, RunSummary, Store, StoreError, StoredRun,
 };

@@ -152,7 +152,7 @@ impl Plan {
     /// The plan's policy, sampling and budget settings.
     pub(crate) fn validate(&self) -> Result<(), PlanError> {
         self.policy.validate(&self.ceilings)?;
-        crate::policy::check_sampling(self.temperature, self.max_tokens)?;
+        crate::policy::validate_sampling(self.temperature, self.max_tokens)?;
         if let Some((name, value, instead)) = self
             .parameters
             .iter()

@@ -286,7 +286,7 @@ impl Policy {
 /// The sampling settings a proposer may be sent: `temperature` in [0, 2] (the widest range
 /// the providers accept) and `max_tokens` at least 1. Anything else is refused here, by name,
 /// rather than forwarded to a server that may reject it — or worse, accept it.
-pub fn check_sampling(temperature: Option<f32>, max_tokens: Option<u32>) -> Result<(), PlanError> {
+pub fn validate_sampling(temperature: Option<f32>, max_tokens: Option<u32>) -> Result<(), PlanError> {
     if let Some(t) = temperature
         && !(t.is_finite() && (0.0..=2.0).contains(&t))
     {
@@ -391,19 +391,19 @@ mod tests {
 
     #[test]
     fn sampling_settings_out_of_range_are_named() {
-        assert!(check_sampling(None, None).is_ok());
-        assert!(check_sampling(Some(0.0), Some(1)).is_ok());
-        assert!(check_sampling(Some(2.0), Some(u32::MAX)).is_ok());
+        assert!(validate_sampling(None, None).is_ok());
+        assert!(validate_sampling(Some(0.0), Some(1)).is_ok());
+        assert!(validate_sampling(Some(2.0), Some(u32::MAX)).is_ok());
         for (t, key, rule) in [
             (Some(99.0), "temperature", "from 0 to 2"),
             (Some(-1.0), "temperature", "from 0 to 2"),
             (Some(f32::NAN), "temperature", "from 0 to 2"),
             (Some(f32::INFINITY), "temperature", "from 0 to 2"),
         ] {
-            let err = check_sampling(t, None).unwrap_err().to_string();
+            let err = validate_sampling(t, None).unwrap_err().to_string();
             assert!(err.contains(key) && err.contains(rule), "{err}");
         }
-        let err = check_sampling(None, Some(0)).unwrap_err().to_string();
+        let err = validate_sampling(None, Some(0)).unwrap_err().to_string();
         assert!(err.contains("`max_tokens` = `0`") && err.contains("at least 1"), "{err}");
     }
 

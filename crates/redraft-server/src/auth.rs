@@ -13,7 +13,7 @@ const OPEN: &[&str] = &["/", "/healthz", "/openapi.json"];
 
 /// `Ok` when the server has no tokens, the path is open or the request carries a token; 401
 /// otherwise.
-pub fn check(state: &AppState, request: &Request) -> Result<(), ApiError> {
+pub fn authenticate(state: &AppState, request: &Request) -> Result<(), ApiError> {
     if state.tokens().is_empty() || is_open(request.uri().path()) {
         return Ok(());
     }

@@ -115,7 +115,7 @@ fn admit(gate: &Gate, request: &Request) -> Result<Pass, ApiError> {
             "the browser says this request comes from a page on another site (`Sec-Fetch-Site`), and it names no origin listed in `[server] cors_origins`\nhint: to let a page call this server, add its origin (e.g. `http://localhost:3000`) to `[server] cors_origins` in redraft.toml",
         ));
     }
-    auth::check(&gate.state, request)?;
+    auth::authenticate(&gate.state, request)?;
     if changes_state(request) {
         json_body(request)?;
     }

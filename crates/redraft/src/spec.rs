@@ -277,7 +277,7 @@ impl RunSpec {
     /// spec's sampling and time limits ([`Runner::call`], [`Runner::forward`]): the model
     /// passes the face's guard like a run's. Nothing is sent to a model.
     pub fn prepare_call(&self, setup: &SpecSetup<'_>) -> Result<Runner, ConfigError> {
-        redraft_core::policy::check_sampling(self.temperature, self.max_tokens)?;
+        redraft_core::policy::validate_sampling(self.temperature, self.max_tokens)?;
         let policy = self.bounded_policy(setup);
         let model = setup.guard.model(setup.config, &self.model_name(setup.config)?)?;
         let mut builder = Runner::builder().model(&model).policy(policy).ceilings(setup.ceilings.clone());
@@ -388,7 +388,7 @@ impl RunSpec {
             }
         }
         if let Some(tool) = &self.tool {
-            check_tool_name(&tool.name)?;
+            validate_tool_name(&tool.name)?;
             builder = builder.tool(tool.clone());
         }
         if let Some(schema) = self.schema.as_ref().or(self.tool.as_ref().map(|t| &t.parameters)) {
@@ -463,7 +463,7 @@ fn agent_name(argv: &[String]) -> String {
 }
 
 /// A function name as OpenAI's API takes it: 1 to 64 letters, digits, `_` or `-`.
-fn check_tool_name(name: &str) -> Result<(), ConfigError> {
+fn validate_tool_name(name: &str) -> Result<(), ConfigError> {
     if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
         return Err(ConfigError::Invalid {
             key: "tool.name".into(),

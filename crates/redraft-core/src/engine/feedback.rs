@@ -50,6 +50,9 @@ impl Engine {
             Some(a) => pretty(a),
             None => record.raw.clone(),
         };
+        // An attempt that failed without an answer (its time ran out, the provider failed): in
+        // a conversation the same messages go again; a fresh prompt lists it among the priors.
+        let no_answer = record.status == AttemptStatus::Error && !too_large_issue(record);
         let mut prior = PriorAttempt::new(
             record.iteration,
             &echo,
@@ -57,15 +60,12 @@ impl Engine {
             record.issues.clone(),
             record.repeat_of,
         );
-        // An answer too large to read is an answer: the proposer is told about it.
-        let too_large = record.issues.iter().any(|i| i.code == codes::RESPONSE_TOO_LARGE);
-        prior.timed_out = record.status == AttemptStatus::Error && !too_large;
+        let too_large = too_large_issue(record);
         prior.cut_off = record.finish_reason == Some(FinishReason::Length);
         match self.plan.strategy {
             Strategy::Fresh => self.prior.push(prior),
             Strategy::Conversation => {
-                if prior.timed_out {
-                    // Nothing was answered: send the same conversation again.
+                if no_answer {
                     return;
                 }
                 let example = self.example_again.take();
@@ -140,4 +140,10 @@ fn fallback_feedback(ctx: &Feedback<'_>, error: &str) -> String {
     }
     text.push_str(&format!("\n(the feedback template failed: {error})\n\nReturn only the corrected answer."));
     text
+}
+
+/// Whether `record`'s answer was too large to read: an answer all the same, which the proposer
+/// is told about.
+fn too_large_issue(record: &AttemptRecord) -> bool {
+    record.issues.iter().any(|i| i.code == codes::RESPONSE_TOO_LARGE)
 }

@@ -5,7 +5,7 @@
 //! values; nothing here sleeps, reads a clock or draws random numbers.
 //!
 //! This module holds the machine's state and its transitions. The halting rules it obeys are
-//! pure functions of [`crate::policy`]; its parts are submodules: `candidate` (the artifact
+//! pure functions of [`crate::policy`]; its parts are submodules: `read` (the artifact
 //! in a proposer's text), `record` (an attempt's record from how it ended), `request` (what
 //! the next attempt sends), `feedback` (what it is told after a rejection) and `result` (the
 //! run's result, [`Engine::finish`]). The plan types are [`crate::plan`]'s and the built-in
@@ -26,15 +26,15 @@ use crate::prompt::{
 use crate::record::{AttemptRecord, AttemptStatus, PersonReply, RunErrorReport};
 use crate::skeleton::{bare_skeleton, placeholders_in, skeleton_value_text};
 
-mod candidate;
 mod feedback;
+mod read;
 mod record;
 mod request;
 mod result;
 
 pub use crate::answer_checks::{is_a_json_schema, looks_like_a_schema};
 pub use crate::plan::{BASE_TEMPERATURE, Fallback, Mode, Plan, Task};
-pub use candidate::Candidate;
+pub use read::ArtifactRead;
 
 use feedback::reply_text;
 use record::Seen;
@@ -61,8 +61,8 @@ pub enum Interruption {
 #[allow(clippy::large_enum_variant)] // one per attempt, moved once
 pub enum AttemptEnd {
     /// The proposer answered and the artifact (if any) was evaluated. `verdict` is `None`
-    /// when the candidate has no artifact.
-    Answered { response: ChatResponse, candidate: Candidate, verdict: Option<Verdict> },
+    /// when the answer has no artifact.
+    Answered { response: ChatResponse, read: ArtifactRead, verdict: Option<Verdict> },
     /// `attempt_timeout` elapsed.
     TimedOut,
     /// Wall time or cancellation stopped the attempt; the run halts.
@@ -145,7 +145,7 @@ impl Engine {
     /// prompts are prepared when the templates are overridden (one naming an unknown variable
     /// fails only when rendered) or a budget is set (it must pay for the first attempt, whose
     /// cost is estimated from its prompt); the built-in templates cannot fail to render.
-    pub fn check(plan: &Plan) -> Result<(), PlanError> {
+    pub fn validate(plan: &Plan) -> Result<(), PlanError> {
         plan.validate()?;
         if !Prompts::new(&plan.templates)?.builtin() || plan.policy.max_budget_usd.is_some() {
             Self::new(plan.clone())?;
@@ -349,8 +349,8 @@ impl Engine {
                 );
                 self.failed_record(iteration, outcome.wall_ms, issue)
             }
-            AttemptEnd::Answered { response, candidate, verdict } => {
-                self.answered_record(iteration, outcome.request_chars, outcome.wall_ms, response, candidate, verdict)
+            AttemptEnd::Answered { response, read, verdict } => {
+                self.answered_record(iteration, outcome.request_chars, outcome.wall_ms, response, read, verdict)
             }
         };
         record.started_at = outcome.started_at;

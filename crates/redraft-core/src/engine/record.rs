@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::{Candidate, Engine};
+use super::{ArtifactRead, Engine};
 use crate::answer_checks::{copied_placeholders, schema_echo};
 use crate::canonical::canonical_json;
 use crate::chat::ChatResponse;
@@ -57,7 +57,7 @@ impl Engine {
         request_chars: usize,
         wall_ms: u64,
         response: ChatResponse,
-        candidate: Candidate,
+        read: ArtifactRead,
         verdict: Option<Verdict>,
     ) -> AttemptRecord {
         let (tokens_in, tokens_out, tokens_estimated) = match response.usage {
@@ -68,21 +68,21 @@ impl Engine {
         let model = model.to_owned();
         let cost_usd = response.cost_usd.or_else(|| price.map(|p| p.cost(tokens_in, tokens_out)));
         let judge_cost_usd = verdict.as_ref().and_then(|v| v.cost_usd);
-        let (mut status, score, mut issues) = match (&candidate.artifact, verdict) {
+        let (mut status, score, mut issues) = match (&read.artifact, verdict) {
             (Some(_), Some(v)) => {
                 let ok = v.score.get() >= self.threshold && !v.issues.iter().any(Issue::is_error);
                 (if ok { AttemptStatus::Accepted } else { AttemptStatus::Rejected }, v.score, v.issues)
             }
             (Some(_), None) => (AttemptStatus::Accepted, Score::ONE, Vec::new()),
             (None, _) => {
-                let status = match &candidate.issue {
+                let status = match &read.issue {
                     Some(i) if i.code != codes::INVALID_JSON => AttemptStatus::Error,
                     _ => AttemptStatus::InvalidJson,
                 };
-                (status, Score::ZERO, candidate.issue.into_iter().collect())
+                (status, Score::ZERO, read.issue.into_iter().collect())
             }
         };
-        if let Some(artifact) = &candidate.artifact {
+        if let Some(artifact) = &read.artifact {
             let copied = copied_placeholders(artifact, &self.placeholders);
             if !copied.is_empty() {
                 status = AttemptStatus::Rejected;
@@ -90,19 +90,19 @@ impl Engine {
             }
         }
         if status == AttemptStatus::Rejected
-            && let (Some(artifact), Some(schema)) = (&candidate.artifact, self.plan.schema.as_deref())
+            && let (Some(artifact), Some(schema)) = (&read.artifact, self.plan.schema.as_deref())
             && let Some(issue) = schema_echo(artifact, schema)
         {
             issues.insert(0, issue);
         }
-        let repeat_of = self.note_seen(candidate.artifact.as_ref(), &response.text, iteration);
+        let repeat_of = self.note_seen(read.artifact.as_ref(), &response.text, iteration);
         AttemptRecord {
             iteration,
             status,
             raw: response.text,
-            artifact: candidate.artifact,
-            extraction: candidate.extraction,
-            repairs: candidate.repairs,
+            artifact: read.artifact,
+            extraction: read.extraction,
+            repairs: read.repairs,
             score,
             issues,
             tokens_in,

@@ -61,7 +61,6 @@ pub struct PriorAttempt {
     /// How many issues were left out to keep within the bound.
     pub issues_omitted: usize,
     pub repeat_of: Option<u32>,
-    pub timed_out: bool,
     /// The answer was cut off at the output token limit (set by the engine; `false` by default).
     pub cut_off: bool,
 }
@@ -98,7 +97,6 @@ impl PriorAttempt {
             issues,
             issues_omitted,
             repeat_of,
-            timed_out: false,
             cut_off: false,
         }
     }

@@ -43,9 +43,6 @@ Answer with only the JSON value, no explanation.
 
 pub const FEEDBACK_TEMPLATE: &str = r#"Attempt {{ attempt }} of {{ max_attempts }}.
 
-{% if timed_out %}
-Attempt {{ previous }} produced no answer within the time limit. Answer again, more briefly.
-{% else %}
 {% if repeat_of %}
 Your answer is identical to attempt {{ repeat_of }} and was rejected for the same reasons. Do not repeat it: change what the problems below point at.
 
@@ -70,7 +67,6 @@ Problems ({{ issues | length }}):
 {% endfor %}
 {% if issues_omitted %}
 [{{ issues_omitted }} more problems not shown]
-{% endif %}
 {% endif %}
 {% if schema %}
 

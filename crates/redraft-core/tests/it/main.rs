@@ -3,13 +3,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_debug_implementations)] // test code
 
-mod candidate;
 mod conversation;
 mod cost;
 mod halting;
 mod invariants;
 mod narrowing;
 mod person;
+mod read;
 mod repeats;
 mod resume;
 mod text;
@@ -62,8 +62,8 @@ pub fn answer_with(
     let Next::Attempt { iteration, request, .. } = engine.next(Duration::ZERO) else {
         return None;
     };
-    let candidate = engine.candidate(raw);
-    let verdict = candidate.artifact.as_ref().map(&check);
+    let read = engine.read_artifact(raw);
+    let verdict = read.artifact.as_ref().map(&check);
     let response = ChatResponse { usage, ..ChatResponse::text(raw) };
     engine
         .settle(AttemptOutcome {
@@ -72,7 +72,7 @@ pub fn answer_with(
             wall_ms: 10,
             started_at: None,
             finished_at: None,
-            end: AttemptEnd::Answered { response, candidate, verdict },
+            end: AttemptEnd::Answered { response, read, verdict },
         })
         .cloned()
 }

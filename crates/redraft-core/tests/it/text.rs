@@ -269,8 +269,8 @@ fn an_answer_cut_off_at_the_token_limit_is_told_so() {
     let mut e = Engine::new(plan()).unwrap();
     let Next::Attempt { iteration, request, .. } = e.next(std::time::Duration::ZERO) else { panic!("no attempt") };
     let raw = r#"{"city": "Louisville", "notes": ["a", "a", "a""#;
-    let candidate = e.candidate(raw);
-    let verdict = candidate.artifact.as_ref().map(city_check);
+    let read = e.read_artifact(raw);
+    let verdict = read.artifact.as_ref().map(city_check);
     let response = ChatResponse { finish_reason: Some(FinishReason::Length), ..ChatResponse::text(raw) };
     e.settle(AttemptOutcome {
         iteration,
@@ -278,7 +278,7 @@ fn an_answer_cut_off_at_the_token_limit_is_told_so() {
         wall_ms: 10,
         started_at: None,
         finished_at: None,
-        end: AttemptEnd::Answered { response, candidate, verdict },
+        end: AttemptEnd::Answered { response, read, verdict },
     });
     let feedback = e.request().messages.last().unwrap().content.clone();
     assert!(feedback.contains("It was cut off at the output token limit before it ended."), "{feedback}");

@@ -80,7 +80,7 @@ impl CommandAllowList {
     }
 
     /// The command to run for `requested`, or why it is refused.
-    pub fn check(&self, requested: &str) -> Result<String, CommandRefusal> {
+    pub fn admit(&self, requested: &str) -> Result<String, CommandRefusal> {
         // An entry written with shell syntax admits exactly itself. (An entry without is only
         // ever matched word by word: its `*` is a wildcard, not a glob for the shell.)
         if let Some(rule) = self.rules.iter().find(|r| r.pattern.is_none() && r.text == requested) {
@@ -200,12 +200,12 @@ mod tests {
             "cargo test",
             "check --strict {artifact}",
         ]);
-        assert_eq!(l.check("python3 -m py_compile x.py"), Ok("python3 -m py_compile x.py".into()));
-        assert_eq!(l.check("python3  -m 'py_compile' {artifact}"), Ok("python3 -m py_compile {artifact}".into()));
-        assert_eq!(l.check("pytest -q"), Ok("pytest -q".into()));
-        assert_eq!(l.check("pytest -q tests/a.py tests/b.py::t"), Ok("pytest -q tests/a.py tests/b.py::t".into()));
-        assert_eq!(l.check("cargo test"), Ok("cargo test".into()));
-        assert_eq!(l.check("check --strict {artifact}"), Ok("check --strict {artifact}".into()));
+        assert_eq!(l.admit("python3 -m py_compile x.py"), Ok("python3 -m py_compile x.py".into()));
+        assert_eq!(l.admit("python3  -m 'py_compile' {artifact}"), Ok("python3 -m py_compile {artifact}".into()));
+        assert_eq!(l.admit("pytest -q"), Ok("pytest -q".into()));
+        assert_eq!(l.admit("pytest -q tests/a.py tests/b.py::t"), Ok("pytest -q tests/a.py tests/b.py::t".into()));
+        assert_eq!(l.admit("cargo test"), Ok("cargo test".into()));
+        assert_eq!(l.admit("check --strict {artifact}"), Ok("check --strict {artifact}".into()));
         for refused in [
             "python3 -m py_compile",
             "python3 -m py_compile a b",
@@ -222,25 +222,25 @@ mod tests {
             "pytest -q {artifact}",
             "pytest -q tests {artifact}",
         ] {
-            assert_eq!(l.check(refused), Err(CommandRefusal::NoMatch), "{refused}");
+            assert_eq!(l.admit(refused), Err(CommandRefusal::NoMatch), "{refused}");
         }
     }
 
     #[test]
     fn shell_syntax_only_with_an_identical_entry() {
         let l = list(&["pytest -q **", "python3 -m py_compile \"$ARTIFACT\""]);
-        assert_eq!(l.check("python3 -m py_compile \"$ARTIFACT\""), Ok("python3 -m py_compile \"$ARTIFACT\"".into()));
+        assert_eq!(l.admit("python3 -m py_compile \"$ARTIFACT\""), Ok("python3 -m py_compile \"$ARTIFACT\"".into()));
         assert_eq!(
-            l.check("python3 -m py_compile  \"$ARTIFACT\""),
+            l.admit("python3 -m py_compile  \"$ARTIFACT\""),
             Err(CommandRefusal::Syntax(ShellSyntax::Expansion))
         );
-        assert_eq!(l.check("pytest -q; id"), Err(CommandRefusal::Syntax(ShellSyntax::Separator(';'))));
-        assert_eq!(l.check("pytest -q x\nid"), Err(CommandRefusal::Syntax(ShellSyntax::Newline)));
-        assert_eq!(l.check("pytest -q $(id)"), Err(CommandRefusal::Syntax(ShellSyntax::Expansion)));
-        assert_eq!(l.check("pytest -q 'a;b'"), Err(CommandRefusal::NoMatch));
+        assert_eq!(l.admit("pytest -q; id"), Err(CommandRefusal::Syntax(ShellSyntax::Separator(';'))));
+        assert_eq!(l.admit("pytest -q x\nid"), Err(CommandRefusal::Syntax(ShellSyntax::Newline)));
+        assert_eq!(l.admit("pytest -q $(id)"), Err(CommandRefusal::Syntax(ShellSyntax::Expansion)));
+        assert_eq!(l.admit("pytest -q 'a;b'"), Err(CommandRefusal::NoMatch));
         // A request that spells a wildcard entry is a glob for the shell, not the entry.
-        assert_eq!(l.check("pytest -q **"), Err(CommandRefusal::Syntax(ShellSyntax::Glob('*'))));
-        assert_eq!(l.check("  "), Err(CommandRefusal::Empty));
+        assert_eq!(l.admit("pytest -q **"), Err(CommandRefusal::Syntax(ShellSyntax::Glob('*'))));
+        assert_eq!(l.admit("  "), Err(CommandRefusal::Empty));
     }
 
     #[test]
@@ -253,7 +253,7 @@ mod tests {
         assert!(err("pytest 'x").contains("unterminated"));
         // A quoted star is a literal word.
         let l = list(&["grep -c '*' {artifact}"]);
-        assert_eq!(l.check("grep -c '*' {artifact}"), Ok("grep -c '*' {artifact}".into()));
-        assert_eq!(l.check("grep -c x {artifact}"), Err(CommandRefusal::NoMatch));
+        assert_eq!(l.admit("grep -c '*' {artifact}"), Ok("grep -c '*' {artifact}".into()));
+        assert_eq!(l.admit("grep -c x {artifact}"), Err(CommandRefusal::NoMatch));
     }
 }

@@ -153,7 +153,7 @@ impl Guard {
         if self.is_local() {
             return Ok(requested.to_owned());
         }
-        self.commands.check(requested).map_err(|why| {
+        self.commands.admit(requested).map_err(|why| {
             let what = format!("`exec:{requested}`");
             match why {
                 CommandRefusal::Empty => ConfigError::Invalid {
@@ -183,7 +183,7 @@ impl Guard {
 
     /// The normalised URL an `http:` directive may reach.
     pub fn url(&self, requested: &str) -> Result<Url, ConfigError> {
-        let checked = if self.is_local() { url::normalise(requested) } else { self.urls.check(requested) };
+        let checked = if self.is_local() { url::normalise(requested) } else { self.urls.admit(requested) };
         checked.map_err(|why| match why {
             UrlRefusal::Invalid(_) => ConfigError::Invalid {
                 key: "evaluator".into(),

@@ -90,7 +90,7 @@ impl UrlAllowList {
     }
 
     /// The normalised URL to call for `requested`, or why it is refused.
-    pub fn check(&self, requested: &str) -> Result<Url, UrlRefusal> {
+    pub fn admit(&self, requested: &str) -> Result<Url, UrlRefusal> {
         let url = normalise(requested)?;
         if self.rules.iter().any(|r| r.admits(&url)) { Ok(url) } else { Err(UrlRefusal::NoMatch) }
     }
@@ -146,7 +146,7 @@ mod tests {
     #[test]
     fn urls_are_normalised_before_matching() {
         let l = list(&["http://validator.internal:8000/validate", "https://checks.example/api/*"]);
-        let ok = |u: &str| l.check(u).map(|u| u.to_string());
+        let ok = |u: &str| l.admit(u).map(|u| u.to_string());
         assert_eq!(ok("http://validator.internal:8000/validate"), Ok("http://validator.internal:8000/validate".into()));
         assert_eq!(
             ok("HTTP://Validator.Internal:8000/validate#x"),
@@ -171,19 +171,19 @@ mod tests {
             ("https://checks.example/api/%2F..%2Fadmin", UrlRefusal::EncodedSeparator),
             ("https://checks.example/api/..%5cadmin", UrlRefusal::EncodedSeparator),
         ] {
-            assert_eq!(l.check(refused), Err(why), "{refused}");
+            assert_eq!(l.admit(refused), Err(why), "{refused}");
         }
-        assert!(matches!(l.check("file:///etc/passwd"), Err(UrlRefusal::Invalid(_))));
-        assert!(matches!(l.check("not a url"), Err(UrlRefusal::Invalid(_))));
+        assert!(matches!(l.admit("file:///etc/passwd"), Err(UrlRefusal::Invalid(_))));
+        assert!(matches!(l.admit("not a url"), Err(UrlRefusal::Invalid(_))));
     }
 
     #[test]
     fn numeric_hosts_are_addresses() {
         let l = list(&["http://127.0.0.1:9000/*"]);
-        assert!(l.check("http://2130706433:9000/x").is_ok());
-        assert!(l.check("http://0x7f.1:9000/x").is_ok());
-        assert_eq!(l.check("http://127.0.0.2:9000/x"), Err(UrlRefusal::NoMatch));
-        assert_eq!(l.check("http://localhost:9000/x"), Err(UrlRefusal::NoMatch));
+        assert!(l.admit("http://2130706433:9000/x").is_ok());
+        assert!(l.admit("http://0x7f.1:9000/x").is_ok());
+        assert_eq!(l.admit("http://127.0.0.2:9000/x"), Err(UrlRefusal::NoMatch));
+        assert_eq!(l.admit("http://localhost:9000/x"), Err(UrlRefusal::NoMatch));
     }
 
     #[test]

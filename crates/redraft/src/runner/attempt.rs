@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redraft_core::{
-    AttemptEnd, Candidate, ChatProvider, ChatRequest, ChatResponse, Engine, EvalInput, Evaluator, ProviderError,
-    RetryDecision, Verdict,
+    ArtifactRead, AttemptEnd, ChatProvider, ChatRequest, ChatResponse, Engine, EvalInput, Evaluator, ProviderError,
+    RetryStep, Verdict,
 };
 use serde_json::Value;
 use tokio::time::Instant;
@@ -49,33 +49,33 @@ impl Runner {
 
     /// Find the artifact in an answer and evaluate it.
     async fn judge(&self, engine: &Engine, iteration: u32, response: ChatResponse, context: &Value) -> AttemptEnd {
-        let candidate = match &self.artifact_source {
-            None => engine.candidate(&response.text),
+        let read = match &self.artifact_source {
+            None => engine.read_artifact(&response.text),
             Some(source) => match source.artifact(&response.text, iteration).await {
                 Ok(artifact) => {
-                    Candidate { artifact: Some(artifact), extraction: None, repairs: Vec::new(), issue: None }
+                    ArtifactRead { artifact: Some(artifact), extraction: None, repairs: Vec::new(), issue: None }
                 }
                 Err(e) => {
-                    Candidate { artifact: None, extraction: None, repairs: Vec::new(), issue: Some(e.to_issue()) }
+                    ArtifactRead { artifact: None, extraction: None, repairs: Vec::new(), issue: Some(e.to_issue()) }
                 }
             },
         };
-        self.judged(candidate, response, context, iteration).await
+        self.judged(read, response, context, iteration).await
     }
 
     /// An answer whose artifact is read: evaluated when there is one.
     pub(super) async fn judged(
         &self,
-        candidate: Candidate,
+        read: ArtifactRead,
         response: ChatResponse,
         context: &Value,
         iteration: u32,
     ) -> AttemptEnd {
-        let verdict = match &candidate.artifact {
+        let verdict = match &read.artifact {
             Some(artifact) => Some(verdict(&self.evaluators, artifact, context, iteration).await),
             None => None,
         };
-        AttemptEnd::Answered { response, candidate, verdict }
+        AttemptEnd::Answered { response, read, verdict }
     }
 
     /// Make a call to `provider`, retrying transport failures as the retry policy decides.
@@ -120,8 +120,8 @@ impl Runner {
             };
             span.record("error.type", error_type(&error)).record("otel.status_code", "ERROR");
             let wall_time_left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            match self.retry.decide(retries, &error, fastrand::f64(), wall_time_left) {
-                RetryDecision::Retry { after } => {
+            match self.retry.step(retries, &error, fastrand::f64(), wall_time_left) {
+                RetryStep::Retry { after } => {
                     warn!(retry = retries + 1, after_ms = after.as_millis() as u64, %error, "transport failure; retrying");
                     for o in &self.observers {
                         o.transport_retry(run_id, provider.name(), &error).await;
@@ -129,8 +129,8 @@ impl Runner {
                     tokio::time::sleep(after).await;
                     retries += 1;
                 }
-                RetryDecision::GiveUp => return Err(error),
-                RetryDecision::WaitTooLong { wait, bound } => {
+                RetryStep::GiveUp => return Err(error),
+                RetryStep::WaitTooLong { wait, bound } => {
                     let url = error.url().unwrap_or(provider.name()).to_owned();
                     return Err(ProviderError::WaitTooLong { url, wait, bound });
                 }

@@ -270,7 +270,7 @@ impl RunnerBuilder {
             artifact_source: self.artifact_source,
         };
         // Check the plan (policy, templates, budget vs price) once now.
-        Engine::check(&runner.plan)?;
+        Engine::validate(&runner.plan)?;
         Ok(runner)
     }
 }

@@ -6,7 +6,7 @@
 
 use redraft_core::prompt::{Feedback, PriorAttempt, Prompts, pretty};
 use redraft_core::{
-    AttemptRecord, AttemptStatus, Candidate, ChatResponse, Issue, Next, RunResult, Task, Usage, codes, extract,
+    ArtifactRead, AttemptRecord, AttemptStatus, ChatResponse, Issue, Next, RunResult, Task, Usage, codes, extract,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -134,7 +134,7 @@ impl SubmittedRun {
             Value::String(text) => text.clone(),
             other => pretty(other),
         };
-        let candidate = read(answer, live.engine.plan().schema.as_deref());
+        let read = read(answer, live.engine.plan().schema.as_deref());
         let response = ChatResponse {
             text: raw,
             usage: Some(Usage { input_tokens: 0, output_tokens: 0 }),
@@ -142,7 +142,7 @@ impl SubmittedRun {
             cost_usd: None,
             served_model: None,
         };
-        let end = runner.judged(candidate, response, context, iteration).instrument(span).await;
+        let end = runner.judged(read, response, context, iteration).instrument(span).await;
         let (record, next) = live.settle(runner, begun, 0, end, &CancellationToken::new()).await;
         let feedback = match &next {
             // The engine has prepared the feedback for the next attempt: the conversation's
@@ -220,12 +220,12 @@ pub fn artifact_of(answer: Value, schema: Option<&Value>) -> Result<Value, Issue
     }
 }
 
-fn read(answer: Value, schema: Option<&Value>) -> Candidate {
+fn read(answer: Value, schema: Option<&Value>) -> ArtifactRead {
     let (artifact, issue) = match artifact_of(answer, schema) {
         Ok(artifact) => (Some(artifact), None),
         Err(issue) => (None, Some(issue)),
     };
-    Candidate { artifact, extraction: None, repairs: Vec::new(), issue }
+    ArtifactRead { artifact, extraction: None, repairs: Vec::new(), issue }
 }
 
 /// Whether `schema` lets the whole artifact be a string.

@@ -38,7 +38,7 @@ fn an_extracted_answer_is_coerced_toward_the_schema_unless_the_plan_says_not() {
         "properties": {"city": {"type": "string"}, "zip": {"type": "integer"}, "open": {"type": "boolean"}}
     })));
     let e = Engine::new(p.clone()).unwrap();
-    let c = e.candidate(r#"Here: {"city": "Toledo", "zip": "43604", "open": "Yes"}"#);
+    let c = e.read_artifact(r#"Here: {"city": "Toledo", "zip": "43604", "open": "Yes"}"#);
     assert_eq!(c.artifact, Some(json!({"city": "Toledo", "zip": 43604, "open": true})));
     let repairs = serde_json::to_value(&c.repairs).unwrap();
     assert_eq!(
@@ -47,7 +47,7 @@ fn an_extracted_answer_is_coerced_toward_the_schema_unless_the_plan_says_not() {
     );
 
     // A repaired text and a coercion are both recorded, the text's repair first.
-    let c = e.candidate(r#"{'city': 'Toledo', 'zip': '43604', 'open': true,}"#);
+    let c = e.read_artifact(r#"{'city': 'Toledo', 'zip': '43604', 'open': true,}"#);
     assert_eq!(c.artifact, Some(json!({"city": "Toledo", "zip": 43604, "open": true})));
     let repairs = serde_json::to_value(&c.repairs).unwrap();
     assert_eq!(repairs[0], "single_quotes");
@@ -55,13 +55,13 @@ fn an_extracted_answer_is_coerced_toward_the_schema_unless_the_plan_says_not() {
 
     // The schema given back instead of an answer is not bent toward itself.
     let echo = serde_json::to_string(p.schema.as_deref().unwrap()).unwrap();
-    let c = e.candidate(&echo);
+    let c = e.read_artifact(&echo);
     assert_eq!(c.artifact.as_ref(), p.schema.as_deref());
     assert!(c.repairs.is_empty(), "{:?}", c.repairs);
 
     p.coerce = false;
     let e = Engine::new(p).unwrap();
-    let c = e.candidate(r#"{"city": "Toledo", "zip": "43604", "open": "Yes"}"#);
+    let c = e.read_artifact(r#"{"city": "Toledo", "zip": "43604", "open": "Yes"}"#);
     assert_eq!(c.artifact, Some(json!({"city": "Toledo", "zip": "43604", "open": "Yes"})));
     assert!(c.repairs.is_empty());
 }

@@ -12,7 +12,7 @@ use crate::record::RecordedRepair;
 
 /// The artifact found in a proposer's text, or why there is none.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Candidate {
+pub struct ArtifactRead {
     pub artifact: Option<Value>,
     pub extraction: Option<Route>,
     /// What extraction repaired in the text, then what coercion changed.
@@ -25,9 +25,9 @@ impl Engine {
     /// Find the artifact in a proposer's text: extracted JSON in structured mode (coerced
     /// toward the schema, see [`Plan::coerce`](crate::plan::Plan::coerce)), the text itself in
     /// text mode.
-    pub fn candidate(&self, raw: &str) -> Candidate {
+    pub fn read_artifact(&self, raw: &str) -> ArtifactRead {
         match self.plan.mode {
-            Mode::Text => Candidate {
+            Mode::Text => ArtifactRead {
                 artifact: Some(Value::String(raw.to_owned())),
                 extraction: None,
                 repairs: Vec::new(),
@@ -39,9 +39,9 @@ impl Engine {
                     let coerced = self.coerce(&mut artifact);
                     let mut repairs: Vec<RecordedRepair> = found.repairs.into_iter().map(Into::into).collect();
                     repairs.extend(coerced.into_iter().map(RecordedRepair::from));
-                    Candidate { artifact: Some(artifact), extraction: Some(found.route), repairs, issue: None }
+                    ArtifactRead { artifact: Some(artifact), extraction: Some(found.route), repairs, issue: None }
                 }
-                Err(no) => Candidate {
+                Err(no) => ArtifactRead {
                     artifact: None,
                     extraction: None,
                     repairs: Vec::new(),
