@@ -1,18 +1,12 @@
-//! The OpenAI-compatible proxy through the router: checked answers, pass-through, streaming,
-//! failures in OpenAI's error shape.
+//! Checked answers: a `response_format` schema or a forced function call makes the request a run,
+//! retried until the answer fits; a run that fails, a backend that keeps failing and a bad
+//! request answer in OpenAI's error shape.
 
 use redraft_testkit::{Reply, call, reply, status, tool_calls};
 use serde_json::{Value, json};
 
-use crate::{CITY_SCHEMA, assert_result_snapshot, harness, sse_events};
-
-fn checked(messages: Value) -> Value {
-    json!({
-        "model": "fake/m",
-        "messages": messages,
-        "response_format": {"type": "json_schema", "json_schema": {"name": "city", "strict": true, "schema": serde_json::from_str::<Value>(CITY_SCHEMA).unwrap()}},
-    })
-}
+use super::{checked, streamed_calls, weather_tool};
+use crate::{assert_result_snapshot, harness, sse_events};
 
 #[tokio::test]
 async fn a_checked_answer_is_retried_until_it_fits_the_schema() {
@@ -96,59 +90,6 @@ async fn json_object_means_any_json_object() {
     assert!(!first.contains("Schema") && !first.contains("\\\"type\\\""), "no schema is shown: {first}");
     let feedback = sent[2]["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap().to_owned();
     assert!(feedback.contains("[schema_echo]"), "a schema given back is no answer: {feedback}");
-}
-
-#[tokio::test]
-async fn without_response_format_it_passes_through_once() {
-    let h =
-        harness(vec![reply("Hello there"), reply("Streamed hello, long enough to make several chunks of content.")])
-            .await;
-    let a = h
-        .call("POST", "/v1/chat/completions", Some(json!({"model": "fake/m", "messages": [{"role": "user", "content": "Hi"}], "temperature": 0.1, "max_tokens": 50, "user": "ignored"})))
-        .await;
-    assert_eq!(a.status, 200, "{}", a.text);
-    assert_result_snapshot!(a.json, @r#"
-    {
-      "id": "[id]",
-      "object": "chat.completion",
-      "choices": [
-        {
-          "index": 0,
-          "message": {
-            "role": "assistant",
-            "content": "Hello there"
-          },
-          "finish_reason": "stop"
-        }
-      ],
-      "usage": {
-        "prompt_tokens": 100,
-        "completion_tokens": 20,
-        "total_tokens": 120
-      },
-      "model": "fake/m",
-      "created": "[time]"
-    }
-    "#);
-    assert!(a.header("x-redraft-run-id").is_none(), "no run");
-    let sent = &h.model.bodies().await[0];
-    assert_eq!((sent["temperature"].as_f64(), sent["max_tokens"].as_u64()), (Some(0.1), Some(50)));
-
-    let s = h
-        .call("POST", "/v1/chat/completions", Some(json!({"model": "fake/m", "messages": [{"role": "user", "content": "Hi"}], "stream": true, "stream_options": {"include_usage": true}})))
-        .await;
-    assert_eq!(s.status, 200);
-    assert!(s.header("content-type").unwrap().starts_with("text/event-stream"));
-    let events = sse_events(&s.text);
-    assert_eq!(events.last().unwrap().1, json!("[DONE]"));
-    let chunks: Vec<&Value> = events.iter().map(|(_, d)| d).filter(|d| d.is_object()).collect();
-    assert!(chunks.iter().all(|c| c["object"] == "chat.completion.chunk"));
-    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
-    let text: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
-    assert_eq!(text, "Streamed hello, long enough to make several chunks of content.");
-    assert!(chunks.len() >= 4, "several content chunks: {}", s.text);
-    assert_eq!(chunks[chunks.len() - 2]["choices"][0]["finish_reason"], "stop");
-    assert_eq!(chunks.last().unwrap()["usage"]["total_tokens"], 120);
 }
 
 #[tokio::test]
@@ -249,122 +190,6 @@ async fn bad_proxy_requests_are_400_in_openais_shape() {
 }
 
 #[tokio::test]
-async fn models_lists_the_configured_models() {
-    let h = crate::harness_with(vec![], vec![], |c| {
-        c.fallback_models = vec!["fake/bigger".into()];
-        c.models
-            .insert("openai/gpt-4o-mini".into(), redraft::Price { input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.6 });
-    })
-    .await;
-    let a = h.call("GET", "/v1/models", None).await;
-    assert_eq!(a.status, 200);
-    let ids: Vec<&str> = a.json["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["fake/m", "fake/bigger", "openai/gpt-4o-mini"]);
-    assert_eq!(a.json["object"], "list");
-}
-
-/// `GET /v1/models/{id}` answers the model object for every listed id, `/` included (the
-/// official clients send the id as it is), and for a bare name of the default provider; an
-/// unknown one is 404 in OpenAI's error shape.
-#[tokio::test]
-async fn one_model_is_found_by_its_id_slash_and_all() {
-    let h = crate::harness_with(vec![], vec![], |c| {
-        c.models
-            .insert("openai/gpt-4o-mini".into(), redraft::Price { input_usd_per_mtok: 0.15, output_usd_per_mtok: 0.6 });
-    })
-    .await;
-    for (asked, id) in
-        [("fake/m", "fake/m"), ("openai/gpt-4o-mini", "openai/gpt-4o-mini"), ("m", "fake/m"), ("fake%2Fm", "fake/m")]
-    {
-        let a = h.call("GET", &format!("/v1/models/{asked}"), None).await;
-        assert_eq!(a.status, 200, "{asked}: {}", a.text);
-        assert_eq!((a.json["id"].as_str(), a.json["object"].as_str()), (Some(id), Some("model")), "{asked}");
-        assert_eq!(a.json["owned_by"], id.split_once('/').unwrap().0);
-    }
-    for unknown in ["fake/other", "nobody/m", "fake/m/extra", "fake/m%00", "..%2Ffake%2Fm"] {
-        let a = h.call("GET", &format!("/v1/models/{unknown}"), None).await;
-        assert_eq!(a.status, 404, "{unknown}: {}", a.text);
-        assert_eq!(a.json["error"]["code"], "model_not_found", "{unknown}");
-        assert_eq!(a.json["error"]["type"], "not_found_error", "{unknown}: OpenAI's shape");
-        assert!(a.json["error"]["message"].as_str().unwrap().contains("GET /v1/models"), "{}", a.text);
-    }
-}
-
-fn weather_tool() -> Value {
-    json!([{"type": "function", "function": {"name": "weather", "description": "The weather in a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}}}])
-}
-
-/// `tool_calls` rebuilt from streamed deltas, by index.
-fn streamed_calls(chunks: &[&Value]) -> Vec<Value> {
-    let mut calls: Vec<Value> = Vec::new();
-    for delta in
-        chunks.iter().flat_map(|c| c["choices"][0]["delta"]["tool_calls"].as_array().cloned().unwrap_or_default())
-    {
-        let i = delta["index"].as_u64().unwrap() as usize;
-        if i == calls.len() {
-            calls.push(json!({"id": delta["id"], "type": delta["type"], "function": {"name": delta["function"]["name"], "arguments": ""}}));
-        }
-        let args = calls[i]["function"]["arguments"].as_str().unwrap().to_owned();
-        calls[i]["function"]["arguments"] = json!(args + delta["function"]["arguments"].as_str().unwrap_or_default());
-    }
-    calls
-}
-
-#[tokio::test]
-async fn tools_pass_through_to_the_backend_and_back() {
-    let calls =
-        json!([call("call_a", "weather", r#"{"city":"Paris"}"#), call("call_b", "weather", r#"{"city":"Lyon"}"#)]);
-    let h = harness(vec![tool_calls(calls.clone()), reply("Paris 18 C, Lyon 20 C"), tool_calls(calls.clone())]).await;
-    let ask = json!([{"role": "user", "content": "Weather in Paris and Lyon?"}]);
-    let body = json!({"model": "fake/m", "messages": ask, "tools": weather_tool(), "tool_choice": "auto",
-        "parallel_tool_calls": true, "top_p": 0.5, "seed": 7, "stop": ["END"], "user": "u-1", "metadata": {"team": "a"}});
-    let a = h.call("POST", "/v1/chat/completions", Some(body)).await;
-    assert_eq!(a.status, 200, "{}", a.text);
-    assert_eq!(a.json["choices"][0]["message"]["tool_calls"], calls, "both calls, as the backend made them");
-    assert_eq!(a.json["choices"][0]["finish_reason"], "tool_calls");
-    assert_eq!(a.json["object"], "chat.completion");
-    assert!(a.json["created"].as_u64().is_some() && a.json["model"] == "fake/m", "filled in: {}", a.json);
-    assert!(a.header("x-redraft-run-id").is_none(), "passed through: no run");
-    let sent = h.model.bodies().await;
-    assert_eq!(sent[0]["model"], "m", "the backend's model name");
-    for key in ["tools", "tool_choice", "parallel_tool_calls", "top_p", "seed", "stop", "user", "metadata"] {
-        assert!(sent[0].get(key).is_some(), "`{key}` forwarded: {}", sent[0]);
-    }
-    assert_eq!(sent[0]["tools"], weather_tool());
-
-    // The results go back as `tool` messages, as they are.
-    let turn = json!([ask[0], {"role": "assistant", "content": null, "tool_calls": calls},
-        {"role": "tool", "tool_call_id": "call_a", "content": "18 C"}, {"role": "tool", "tool_call_id": "call_b", "content": "20 C"}]);
-    let a = h
-        .call(
-            "POST",
-            "/v1/chat/completions",
-            Some(json!({"model": "fake/m", "messages": turn, "tools": weather_tool()})),
-        )
-        .await;
-    assert_eq!(a.status, 200, "{}", a.text);
-    assert_eq!(a.json["choices"][0]["message"]["content"], "Paris 18 C, Lyon 20 C");
-    assert_eq!(h.model.bodies().await[1]["messages"], turn);
-
-    // Streamed: the calls arrive as deltas a client reassembles.
-    let s = h
-        .call(
-            "POST",
-            "/v1/chat/completions",
-            Some(json!({"model": "fake/m", "messages": ask, "tools": weather_tool(), "stream": true})),
-        )
-        .await;
-    assert_eq!(s.status, 200, "{}", s.text);
-    let events = sse_events(&s.text);
-    let chunks: Vec<&Value> = events.iter().map(|(_, d)| d).filter(|d| d.is_object()).collect();
-    assert_eq!(Value::Array(streamed_calls(&chunks)), calls);
-    assert_eq!(chunks.last().unwrap()["choices"][0]["finish_reason"], "tool_calls");
-    // Asked to stream, this backend answered whole: its answer, in chunks.
-    assert_eq!(h.model.bodies().await[2]["stream"], true);
-}
-
-#[tokio::test]
 async fn a_forced_function_call_is_checked_against_its_parameters() {
     let h = harness(vec![
         tool_calls(json!([call("c1", "weather", r#"{"town":"Paris"}"#)])),
@@ -410,70 +235,6 @@ async fn a_forced_function_call_is_checked_against_its_parameters() {
         serde_json::from_str::<Value>(calls[0]["function"]["arguments"].as_str().unwrap()).unwrap(),
         json!({"city": "Lyon"})
     );
-}
-
-#[tokio::test]
-async fn a_passed_through_request_the_backend_refuses_keeps_its_status_and_reason() {
-    let refusal = Reply::new(400)
-        .set_body_json(json!({"error": {"message": "Unrecognized request argument supplied: frobnicate"}}));
-    let custom = json!([{"type": "custom", "custom": {"name": "grep"}}]);
-    let h = harness(vec![refusal, reply("done"), status(500)]).await;
-    let ask = json!([{"role": "user", "content": "Hi"}]);
-    let a = h
-        .call("POST", "/v1/chat/completions", Some(json!({"model": "fake/m", "messages": ask, "frobnicate": 1})))
-        .await;
-    assert_eq!(a.status, 400, "the client's request, refused: {}", a.text);
-    let message = a.json["error"]["message"].as_str().unwrap();
-    assert!(message.contains("HTTP 400") && message.contains("frobnicate"), "{message}");
-    assert_eq!(a.json["error"]["code"], "upstream_rejected");
-
-    // `required` with one tool that is not a function: passed through, not checked.
-    let a = h
-        .call(
-            "POST",
-            "/v1/chat/completions",
-            Some(json!({"model": "fake/m", "messages": ask, "tools": custom, "tool_choice": "required"})),
-        )
-        .await;
-    assert_eq!(a.status, 200, "{}", a.text);
-    assert_eq!(h.model.bodies().await[1]["tools"], custom);
-
-    // The backend failing is still the gateway's problem: 502.
-    let a = h.call("POST", "/v1/chat/completions", Some(json!({"model": "fake/m", "messages": ask}))).await;
-    assert_eq!(a.status, 502, "{}", a.text);
-}
-
-/// An OpenAI-compatible backend's own models are listed too (`provider/model`), and found by id;
-/// a backend that cannot list them leaves only the configured ones.
-#[tokio::test]
-async fn models_lists_what_the_backend_lists_too() {
-    use wiremock::matchers::{method, path};
-    use wiremock::{Mock, MockServer, ResponseTemplate};
-    let backend = MockServer::start().await;
-    let list = json!({"object": "list", "data": [{"id": "m", "object": "model"}, {"id": "m-mini-2026", "object": "model"}, {"id": "org/embed", "object": "model"}]});
-    Mock::given(method("GET"))
-        .and(path("/v1/models"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(list))
-        .expect(1)
-        .mount(&backend)
-        .await;
-    let url = format!("{}/v1", backend.uri());
-    let h =
-        crate::harness_with(vec![], vec![], move |c| c.providers.get_mut("fake").unwrap().base_url = Some(url)).await;
-    let a = h.call("GET", "/v1/models", None).await;
-    let ids: Vec<&str> = a.json["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["fake/m", "fake/m-mini-2026", "fake/org/embed"], "the configured one once, then the backend's");
-    // Found by id, and asked for once a minute at most (`expect(1)`).
-    let a = h.call("GET", "/v1/models/fake/org/embed", None).await;
-    assert_eq!((a.status, a.json["owned_by"].as_str()), (200, Some("fake")), "{}", a.text);
-    let a = h.call("GET", "/v1/models/m-mini-2026", None).await;
-    assert_eq!(a.json["id"], "fake/m-mini-2026", "a bare name is the default provider's: {}", a.text);
-
-    // The default fake answers only chat completions: its list is left out, not an error.
-    let h = crate::harness(vec![]).await;
-    let a = h.call("GET", "/v1/models", None).await;
-    assert_eq!(a.status, 200);
-    assert_eq!(a.json["data"].as_array().unwrap().len(), 1, "{}", a.text);
 }
 
 /// The answer names the model the backend says answered, as OpenAI's own answers do (a dated
