@@ -24,7 +24,8 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 
-    /// Read this config file instead of searching ./redraft.toml and $XDG_CONFIG_HOME/redraft/.
+    /// Read this config file instead of ./redraft.toml; $XDG_CONFIG_HOME/redraft/redraft.toml
+    /// still lies beneath it, and REDRAFT_* variables above it.
     #[arg(long, global = true, value_name = "FILE", env = "REDRAFT_CONFIG", help_heading = "Global options")]
     pub config: Option<PathBuf>,
 

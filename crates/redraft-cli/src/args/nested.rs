@@ -94,5 +94,9 @@ pub enum ConfigCommand {
     /// Print the default redraft.toml, every key commented.
     Default,
     /// Print the configuration in force here (files and REDRAFT_* variables merged).
-    Show,
+    Show {
+        /// Instead, list each value a file or a variable set, with where it came from.
+        #[arg(long)]
+        origins: bool,
+    },
 }

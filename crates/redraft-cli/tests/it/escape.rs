@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use redraft_testkit::processes::{MARK, left_after, token};
+use redraft_testkit::processes::{MARK, eventually, left_after, token};
 use redraft_testkit::{FakeOpenAi, reply};
 use serde_json::Value;
 
@@ -89,11 +89,8 @@ async fn hanging_until(dir: &Path, prompts: &Path, token: &str) -> std::process:
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while !prompts.join("escapee").exists() {
-        assert!(tokio::time::Instant::now() < deadline, "the agent's escapee never started");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let started = eventually(Duration::from_secs(30), || prompts.join("escapee").exists()).await;
+    assert!(started, "the agent's escapee never started");
     child
 }
 

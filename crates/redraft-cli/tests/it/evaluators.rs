@@ -184,6 +184,19 @@ async fn config_default_is_the_commented_default_file() {
     assert!(out.stdout.contains("max_iterations = 6"), "{}", out.stdout);
     assert!(out.stdout.contains("[models.\"x/y\"]"), "{}", out.stdout);
 
+    // Where each value came from: the file, or the variable above it.
+    let out = output({
+        let mut c = redraft(dir.path());
+        c.args(["config", "show", "--origins"]).env("REDRAFT_MAX_ITERATIONS", "6");
+        c
+    })
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(lines.contains(&"policy.max_iterations = 6  # $REDRAFT_MAX_ITERATIONS"), "{}", out.stdout);
+    assert!(lines.contains(&"models.\"x/y\".input_usd_per_mtok = 1.0  # redraft.toml"), "{}", out.stdout);
+    assert!(!out.stdout.contains("(unset)"), "{}", out.stdout);
+
     // A bad value in a variable is blamed on the variable, not on the config file beside it,
     // and nothing runs.
     let out = output({

@@ -96,8 +96,9 @@ async fn run_help_lists_every_flag() {
       -V, --version                     Print version
 
     Global options:
-          --config <FILE>        Read this config file instead of searching ./redraft.toml and
-                                 $XDG_CONFIG_HOME/redraft/ [env: REDRAFT_CONFIG=]
+          --config <FILE>        Read this config file instead of ./redraft.toml;
+                                 $XDG_CONFIG_HOME/redraft/redraft.toml still lies beneath it, and
+                                 REDRAFT_* variables above it [env: REDRAFT_CONFIG=]
       -v, --verbose...           Log more to stderr (-v info, -vv debug). `RUST_LOG` works too
           --log-format <FORMAT>  Log lines on stderr as text (coloured only on a terminal) or json (one
                                  object per line) [env: REDRAFT_LOG_FORMAT=] [default: text] [possible
@@ -170,8 +171,9 @@ async fn until_help_lists_every_flag() {
       -V, --version                     Print version
 
     Global options:
-          --config <FILE>        Read this config file instead of searching ./redraft.toml and
-                                 $XDG_CONFIG_HOME/redraft/ [env: REDRAFT_CONFIG=]
+          --config <FILE>        Read this config file instead of ./redraft.toml;
+                                 $XDG_CONFIG_HOME/redraft/redraft.toml still lies beneath it, and
+                                 REDRAFT_* variables above it [env: REDRAFT_CONFIG=]
       -v, --verbose...           Log more to stderr (-v info, -vv debug). `RUST_LOG` works too
           --log-format <FORMAT>  Log lines on stderr as text (coloured only on a terminal) or json (one
                                  object per line) [env: REDRAFT_LOG_FORMAT=] [default: text] [possible

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use redraft_testkit::processes::eventually_async;
 use redraft_testkit::{FakeOpenAi, last_user_message, reply, slow};
 use serde_json::Value;
 
@@ -48,19 +49,14 @@ async fn a_run_killed_mid_attempt_is_resumed_with_nothing_lost_or_repeated() {
     .await;
     let mut child = spawn_run(dir.path(), &model);
     // Wait until the first attempt is recorded and the second is in flight.
-    let mut run = Value::Null;
-    for _ in 0..200 {
-        if dir.path().join(".redraft/redraft.db").exists() {
-            let runs = runs_json(dir.path()).await;
-            if let Some(r) = runs.first().filter(|r| r["iterations"] == 1) {
-                run = r.clone();
-                if model.calls().await >= 2 {
-                    break;
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let in_flight = eventually_async(Duration::from_secs(30), || async {
+        dir.path().join(".redraft/redraft.db").exists()
+            && runs_json(dir.path()).await.first().is_some_and(|r| r["iterations"] == 1)
+            && model.calls().await >= 2
+    })
+    .await;
+    assert!(in_flight, "attempt 1 was not recorded with attempt 2 in flight");
+    let run = runs_json(dir.path()).await[0].clone();
     assert_eq!(run["state"], "running", "{run}");
     child.kill().unwrap(); // SIGKILL: no chance to write anything more
     child.wait().unwrap();
@@ -104,18 +100,14 @@ async fn resuming_a_run_that_is_alive_elsewhere_is_refused() {
         FakeOpenAi::start(vec![slow(r#"{"city": "Dayton"}"#, Duration::from_secs(60)), reply(r#"{"city": "Toledo"}"#)])
             .await;
     let mut child = spawn_run(dir.path(), &model);
-    let mut run_id = String::new();
-    for _ in 0..200 {
-        if model.calls().await >= 1
+    let recorded = eventually_async(Duration::from_secs(30), || async {
+        model.calls().await >= 1
             && dir.path().join(".redraft/redraft.db").exists()
-            && let Some(r) = runs_json(dir.path()).await.first()
-        {
-            run_id = r["run_id"].as_str().unwrap().to_owned();
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(!run_id.is_empty(), "the run was never recorded");
+            && !runs_json(dir.path()).await.is_empty()
+    })
+    .await;
+    assert!(recorded, "the run was never recorded");
+    let run_id = runs_json(dir.path()).await[0]["run_id"].as_str().unwrap().to_owned();
 
     let mut c = redraft(dir.path());
     c.env("OPENAI_BASE_URL", model.base_url()).args(["runs", "resume", &run_id]);

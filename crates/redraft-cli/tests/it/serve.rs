@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use redraft_testkit::processes::eventually_async;
 use redraft_testkit::{FakeOpenAi, reply, slow};
 use serde_json::{Value, json};
 
@@ -104,13 +105,11 @@ async fn a_server_killed_mid_run_resumes_it_on_restart_with_nothing_lost_or_repe
     assert_eq!(accepted.status(), 202);
     let run_id = accepted.json::<Value>().await.unwrap()["run_id"].as_str().unwrap().to_owned();
     // Attempt 1 recorded, attempt 2 in flight.
-    for _ in 0..400 {
-        let run = server.get(&format!("/v1/runs/{run_id}")).await;
-        if run["iterations"] == 1 && model.calls().await >= 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let in_flight = eventually_async(Duration::from_secs(10), || async {
+        server.get(&format!("/v1/runs/{run_id}")).await["iterations"] == 1 && model.calls().await >= 2
+    })
+    .await;
+    assert!(in_flight, "attempt 1 was not recorded with attempt 2 in flight");
     assert_eq!(model.calls().await, 2);
     server.signal("-KILL");
     let (code, _) = server.exit().await;
@@ -126,14 +125,12 @@ async fn a_server_killed_mid_run_resumes_it_on_restart_with_nothing_lost_or_repe
 
     // The restarted server takes it over once the dead server's lease has expired (1 s here).
     let server = serve(dir.path(), &[], "127.0.0.1:0");
-    let mut result = Value::Null;
-    for _ in 0..400 {
-        result = server.get(&format!("/v1/runs/{run_id}")).await;
-        if result.get("status").is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let halted = eventually_async(Duration::from_secs(10), || async {
+        server.get(&format!("/v1/runs/{run_id}")).await.get("status").is_some()
+    })
+    .await;
+    let result = server.get(&format!("/v1/runs/{run_id}")).await;
+    assert!(halted, "the run was not taken over: {result}");
     assert_eq!(result["status"], "succeeded", "{result}");
     let cities: Vec<&str> =
         result["history"].as_array().unwrap().iter().map(|a| a["artifact"]["city"].as_str().unwrap()).collect();
@@ -164,12 +161,8 @@ async fn sigterm_lets_a_run_in_flight_finish_then_exits() {
             .await
             .unwrap()
     });
-    for _ in 0..400 {
-        if model.calls().await >= 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let in_flight = eventually_async(Duration::from_secs(10), || async { model.calls().await >= 1 }).await;
+    assert!(in_flight, "the run never reached the model");
     server.signal("-TERM");
     let response = waiting.await.unwrap();
     assert_eq!(response.status(), 200, "the run in flight finished and was answered");

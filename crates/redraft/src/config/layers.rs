@@ -30,8 +30,9 @@ impl fmt::Display for Layer {
     }
 }
 
-/// The configuration in force, and the layer each key a layer set came from (dotted keys:
-/// `policy.max_iterations`; the last layer to set a key wins).
+/// The configuration in force, and the layer each key a layer set came from (dotted keys as
+/// TOML writes them: `policy.max_iterations`, `models."openai/gpt-4o".input_usd_per_mtok`; the
+/// last layer to set a key wins).
 #[derive(Debug, Clone)]
 pub struct Loaded {
     pub config: Config,
@@ -132,7 +133,7 @@ fn merge_from(
     origins: &mut BTreeMap<String, Layer>,
 ) {
     for (key, value) in over {
-        let dotted = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+        let dotted = if prefix.is_empty() { toml_key(&key) } else { format!("{prefix}.{}", toml_key(&key)) };
         match (base.get_mut(&key), value) {
             (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge_from(b, o, layer, &dotted, origins),
             (_, value) => {
@@ -149,12 +150,21 @@ fn note(value: &toml::Value, layer: &Layer, dotted: &str, origins: &mut BTreeMap
     match value {
         toml::Value::Table(table) if !table.is_empty() => {
             for (key, inner) in table {
-                note(inner, layer, &format!("{dotted}.{key}"), origins);
+                note(inner, layer, &format!("{dotted}.{}", toml_key(key)), origins);
             }
         }
         _ => {
             origins.insert(dotted.to_owned(), layer.clone());
         }
+    }
+}
+
+/// A key as TOML writes it in a dotted key: bare when it can be, else quoted.
+fn toml_key(key: &str) -> String {
+    if !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        key.to_owned()
+    } else {
+        toml::Value::String(key.to_owned()).to_string()
     }
 }
 
@@ -176,5 +186,9 @@ mod tests {
         assert_eq!(origins["policy.patience"], file);
         assert_eq!(origins["judge_model"], file);
         assert_eq!(env.to_string(), "$REDRAFT_MAX_ITERATIONS");
+        let mut origins = BTreeMap::new();
+        let priced = "[models.\"openai/gpt-4o\"]\ninput_usd_per_mtok = 1\n".parse().unwrap();
+        merge_from(&mut toml::Table::new(), priced, &file, "", &mut origins);
+        assert_eq!(origins.keys().collect::<Vec<_>>(), ["models.\"openai/gpt-4o\".input_usd_per_mtok"]);
     }
 }

@@ -16,9 +16,11 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::Duration;
 
 use redraft_testkit::ByAttempt;
+use redraft_testkit::processes::{eventually, eventually_async};
 use serde_json::Value;
 
 use crate::write;
@@ -72,21 +74,21 @@ impl Drop for Proc {
 async fn worker(dir: &Path, name: &str) -> (Proc, String) {
     let log = dir.join(format!("{name}.log"));
     let child = Proc(redraft_process(dir, &["worker"], &format!("{name}.log")).spawn().unwrap());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    let mut id = None;
+    let printed = eventually(Duration::from_secs(30), || {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         // Only whole lines: the log may be read while a line is half written.
-        let id = text
+        id = text
             .split_inclusive('\n')
             .filter(|l| l.ends_with('\n'))
             .find_map(|l| l.strip_prefix("redraft: worker "))
-            .and_then(|rest| rest.split_whitespace().next());
-        if let Some(id) = id {
-            return (child, id.to_owned());
-        }
-        assert!(Instant::now() < deadline, "the worker printed no id: {text}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(str::to_owned);
+        id.is_some()
+    })
+    .await;
+    assert!(printed, "the worker printed no id: {}", std::fs::read_to_string(&log).unwrap_or_default());
+    (child, id.unwrap())
 }
 
 /// `redraft serve` in `dir` with `extra` arguments, and its base URL.
@@ -181,11 +183,36 @@ async fn submit(client: &reqwest::Client, base: &str) -> String {
 
 /// Wait until `model` has been called `n` times.
 async fn until_calls(model: &ByAttempt, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while model.calls() < n {
-        assert!(Instant::now() < deadline, "the model was called {} times, waited for {n}", model.calls());
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    let called = eventually(Duration::from_secs(60), || model.calls() >= n).await;
+    assert!(called, "the model was called {} times, waited for {n}", model.calls());
+}
+
+/// `GET url` as JSON, asked again while the server sheds it (503: it still holds connections a
+/// client just closed).
+async fn get_json(client: &reqwest::Client, url: &str) -> Value {
+    let answer = Mutex::new(None);
+    let answered = eventually_async(Duration::from_secs(60), || async {
+        let response = client.get(url).send().await.unwrap();
+        if response.status() == 503 {
+            return false;
+        }
+        let json: Value = response.json().await.unwrap();
+        *answer.lock().unwrap() = Some(json);
+        true
+    })
+    .await;
+    assert!(answered, "`GET {url}` was shed for a minute");
+    answer.into_inner().unwrap().unwrap()
+}
+
+/// How many runs the server at `base` lists in each state.
+async fn states(client: &reqwest::Client, base: &str) -> BTreeMap<String, usize> {
+    let runs = get_json(client, &format!("{base}/v1/runs?limit=1000")).await;
+    let mut states = BTreeMap::new();
+    for run in runs["runs"].as_array().unwrap_or_else(|| panic!("{runs}")) {
+        *states.entry(run["state"].as_str().unwrap().to_owned()).or_insert(0) += 1;
     }
+    states
 }
 
 /// Wait until every run in `ids` has halted (at most `within`), then check each: succeeded,
@@ -197,43 +224,23 @@ async fn all_finished_once(base: &str, ids: &[String], within: Duration, dir: &P
 /// [`all_finished_once`] for runs of `attempts` attempts.
 async fn all_finished_once_each(base: &str, ids: &[String], attempts: u64, within: Duration, dir: &Path) -> usize {
     let client = reqwest::Client::new();
-    let deadline = Instant::now() + within;
-    loop {
-        let response = client.get(format!("{base}/v1/runs?limit=1000")).send().await.unwrap();
-        if response.status() == 503 {
-            // Shed while the server still holds connections a client just closed: come back.
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
-        }
-        let runs: Value = response.json().await.unwrap();
-        let mut states = BTreeMap::new();
-        for run in runs["runs"].as_array().unwrap_or_else(|| panic!("{runs}")) {
-            *states.entry(run["state"].as_str().unwrap().to_owned()).or_insert(0) += 1;
-        }
-        let halted = states.get("succeeded").copied().unwrap_or(0) + states.get("failed").copied().unwrap_or(0);
-        if halted == ids.len() {
-            break;
-        }
-        if Instant::now() > deadline {
-            let logs: String = std::fs::read_dir(dir)
-                .unwrap()
-                .filter_map(Result::ok)
-                .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
-                .map(|e| format!("--- {}\n{}", e.path().display(), std::fs::read_to_string(e.path()).unwrap()))
-                .collect();
-            panic!("runs stuck after {within:?}: {states:?}\n{logs}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let halted = |states: &BTreeMap<String, usize>| {
+        states.get("succeeded").copied().unwrap_or(0) + states.get("failed").copied().unwrap_or(0)
+    };
+    let all_halted = eventually_async(within, || async { halted(&states(&client, base).await) == ids.len() }).await;
+    if !all_halted {
+        let states = states(&client, base).await;
+        let logs: String = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+            .map(|e| format!("--- {}\n{}", e.path().display(), std::fs::read_to_string(e.path()).unwrap()))
+            .collect();
+        panic!("runs stuck after {within:?}: {states:?}\n{logs}");
     }
     let mut recorded = 0;
     for id in ids {
-        let run: Value = loop {
-            let response = client.get(format!("{base}/v1/runs/{id}")).send().await.unwrap();
-            if response.status() != 503 {
-                break response.json().await.unwrap();
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
+        let run = get_json(&client, &format!("{base}/v1/runs/{id}")).await;
         assert_eq!(run["status"], "succeeded", "{run}");
         let iterations: Vec<u64> =
             run["history"].as_array().unwrap().iter().map(|a| a["iteration"].as_u64().unwrap()).collect();

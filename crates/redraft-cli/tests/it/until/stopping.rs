@@ -1,6 +1,10 @@
 //! How a loop stops: a verifier past the timeout is killed with its children, a second loop on
 //! the same directory is refused, and Ctrl-C stops cleanly and writes what happened.
 
+use std::time::Duration;
+
+use redraft_testkit::processes::eventually;
+
 use super::{project, until};
 use crate::{output, write};
 
@@ -35,10 +39,8 @@ async fn a_verifier_past_the_timeout_is_killed_with_its_children() {
     assert!(report.contains("timeout"), "{report}");
     let pids: Vec<u32> = std::fs::read_to_string(&pids).unwrap().lines().map(|p| p.trim().parse().unwrap()).collect();
     assert_eq!(pids.len(), 2);
-    let gone = redraft_testkit::processes::eventually(std::time::Duration::from_secs(5), || {
-        pids.iter().all(|&pid| !redraft_testkit::processes::alive(pid))
-    })
-    .await;
+    let gone =
+        eventually(Duration::from_secs(5), || pids.iter().all(|&pid| !redraft_testkit::processes::alive(pid))).await;
     assert!(gone, "processes survived: {pids:?}");
 }
 
@@ -76,13 +78,8 @@ async fn ctrl_c_stops_cleanly_and_writes_what_happened() {
         .spawn()
         .unwrap();
     let pid_file = prompts.path().join("agent.pid");
-    for _ in 0..200 {
-        if pid_file.exists() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-    }
-    assert!(pid_file.exists(), "the second iteration started");
+    let started = eventually(Duration::from_secs(10), || pid_file.exists()).await;
+    assert!(started, "the second iteration started");
     let interrupted = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(interrupted.success());
     let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
@@ -95,9 +92,6 @@ async fn ctrl_c_stops_cleanly_and_writes_what_happened() {
     assert!(escalation.contains("halted because cancelled"), "{escalation}");
     assert!(!dir.path().join(".redraft/until.lock").exists(), "the lock is released");
     let agent_pid: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
-    let gone = redraft_testkit::processes::eventually(std::time::Duration::from_secs(5), || {
-        !redraft_testkit::processes::alive(agent_pid)
-    })
-    .await;
+    let gone = eventually(Duration::from_secs(5), || !redraft_testkit::processes::alive(agent_pid)).await;
     assert!(gone, "the agent {agent_pid} survived");
 }
