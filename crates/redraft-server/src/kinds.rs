@@ -2,7 +2,6 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use redraft::eval::kind::Kind;
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
@@ -46,19 +45,5 @@ pub async fn show_kind(State(state): State<AppState>, Path(name): Path<String>) 
         .kinds()
         .ok_or_else(|| ApiError::not_found("unknown_kind", format!("unknown kind `{name}`: no kinds are loaded")))?;
     let kind = kinds.require(&name)?;
-    Ok(Json(describe(&kind)))
-}
-
-fn describe(k: &Kind) -> Value {
-    let tables: Vec<Value> = k.table_names().into_iter().map(|t| json!({"name": t, "rows": k.table_rows(t)})).collect();
-    json!({
-        "name": k.name,
-        "description": k.description,
-        "prompt": k.prompt,
-        "schema": k.schema,
-        "example": k.example,
-        "rules": k.rule_codes(),
-        "tables": tables,
-        "llm_check": k.llm_check.as_ref().map(|c| json!({"criterion": k.rubric(), "custom": c.criterion.is_some()})),
-    })
+    Ok(Json(kind.describe()))
 }

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use redraft::config::Config;
 use redraft::eval::kind::Kinds;
-use serde_json::json;
 
 use super::Outcome;
 use crate::args::KindsCommand;
@@ -30,18 +29,7 @@ pub fn run(which: KindsCommand, config_path: Option<&Path>) -> Result<Outcome> {
         KindsCommand::Show { name, kinds } => {
             let kinds = load(kinds.as_ref(), &config)?;
             let k = kinds.require(&name)?;
-            let tables: Vec<_> =
-                k.table_names().into_iter().map(|t| json!({"name": t, "rows": k.table_rows(t)})).collect();
-            let shown = json!({
-                "name": k.name,
-                "description": k.description,
-                "prompt": k.prompt,
-                "schema": k.schema,
-                "example": k.example,
-                "rules": k.rule_codes(),
-                "tables": tables,
-                "llm_check": k.llm_check.as_ref().map(|c| json!({"criterion": k.rubric(), "custom": c.criterion.is_some()})),
-            });
+            let shown = k.describe();
             serde_json::to_writer_pretty(&mut stdout, &shown)?;
             writeln!(stdout)?;
         }

@@ -227,6 +227,26 @@ impl Kind {
         self.rules.len()
     }
 
+    /// What the kind is, as `redraft kinds show` and `GET /v1/kinds/{name}` show it:
+    /// `{name, description, prompt, schema, example, rules, tables, llm_check}`.
+    pub fn describe(&self) -> Value {
+        let tables: Vec<Value> = self
+            .table_names()
+            .into_iter()
+            .map(|t| serde_json::json!({"name": t, "rows": self.table_rows(t)}))
+            .collect();
+        serde_json::json!({
+            "name": self.name,
+            "description": self.description,
+            "prompt": self.prompt,
+            "schema": self.schema,
+            "example": self.example,
+            "rules": self.rule_codes(),
+            "tables": tables,
+            "llm_check": self.llm_check.as_ref().map(|c| serde_json::json!({"criterion": self.rubric(), "custom": c.criterion.is_some()})),
+        })
+    }
+
     /// The rule codes, in order.
     pub fn rule_codes(&self) -> Vec<&str> {
         self.rules.iter().map(|r| r.code.as_str()).collect()

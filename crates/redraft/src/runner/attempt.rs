@@ -34,7 +34,7 @@ impl Runner {
     ) -> Result<AttemptEnd, ProviderError> {
         let provider = provider.ok_or_else(|| ProviderError::Failed { message: "no proposer is configured".into() })?;
         let mut left = engine.plan().policy.attempt_timeout;
-        let span = || provider_call_span(provider.name(), request);
+        let span = || provider_call_span(provider.name(), Some(request));
         let called = self.retrying(run_id, provider.as_ref(), &mut left, deadline, span, || provider.complete(request));
         let response = match called.await {
             Ok(Some(response)) => response,
@@ -188,8 +188,9 @@ pub async fn verdict(evaluators: &[Arc<dyn Evaluator>], artifact: &Value, contex
 }
 
 /// The span of one call to the proposer, with the OpenTelemetry GenAI attributes known before
-/// the answer (`provider/model` split into the provider and the model).
-pub(super) fn provider_call_span(name: &str, request: &ChatRequest) -> Span {
+/// the answer (`provider/model` split into the provider and the model; the sampling of
+/// `request`, when the call is one redraft wrote rather than a body it forwards).
+pub(super) fn provider_call_span(name: &str, request: Option<&ChatRequest>) -> Span {
     let (system, model) = name.split_once('/').unwrap_or((name, name));
     info_span!(
         "provider call",
@@ -197,9 +198,9 @@ pub(super) fn provider_call_span(name: &str, request: &ChatRequest) -> Span {
         gen_ai.provider.name = system,
         gen_ai.system = system,
         gen_ai.request.model = model,
-        gen_ai.request.temperature = request.temperature.map(f64::from),
-        gen_ai.request.max_tokens = request.max_tokens.map(i64::from),
-        redraft.iteration = i64::from(request.iteration),
+        gen_ai.request.temperature = request.and_then(|r| r.temperature).map(f64::from),
+        gen_ai.request.max_tokens = request.and_then(|r| r.max_tokens).map(i64::from),
+        redraft.iteration = request.map(|r| i64::from(r.iteration)),
         gen_ai.usage.input_tokens = Empty,
         gen_ai.usage.output_tokens = Empty,
         error.type = Empty,

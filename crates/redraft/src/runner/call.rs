@@ -3,10 +3,11 @@
 //! each call, and the spans. How `/v1/chat` and the OpenAI-compatible proxy's pass-through ask
 //! a model.
 
-use redraft_core::{ChatRequest, ChatResponse, Forwarded, ProviderError};
+use std::future::Future;
+
+use redraft_core::{ChatProvider, ChatRequest, ChatResponse, Forwarded, ProviderError};
 use serde_json::Value;
 use tokio::time::Instant;
-use tracing::{Span, info_span};
 
 use super::Runner;
 use super::attempt::provider_call_span;
@@ -17,7 +18,7 @@ impl Runner {
     pub async fn call(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
         let provider = self.primary()?;
         let (mut left, deadline) = self.bounds();
-        let span = || provider_call_span(provider.name(), request);
+        let span = || provider_call_span(provider.name(), Some(request));
         let called = self.retrying("", provider, &mut left, deadline, span, || provider.complete(request)).await?;
         called.ok_or_else(|| self.timed_out())
     }
@@ -25,36 +26,38 @@ impl Runner {
     /// Send an OpenAI chat completion body as it is to the primary proposer, when it speaks
     /// that API (`None` when it does not), retried and bounded as [`Runner::call`] is.
     pub async fn forward(&self, body: Value) -> Option<Result<Value, ProviderError>> {
-        let provider = match self.primary() {
-            Ok(provider) => provider,
-            Err(e) => return Some(Err(e)),
-        };
-        let (mut left, deadline) = self.bounds();
-        let span = || forward_span(provider.name());
-        let called = self.retrying("", provider, &mut left, deadline, span, || async {
-            provider.forward(body.clone()).await.transpose()
-        });
-        match called.await {
-            Ok(Some(answer)) => answer.map(Ok),
-            Ok(None) => Some(Err(self.timed_out())),
-            Err(e) => Some(Err(e)),
-        }
+        self.forwarding(|provider| {
+            let body = body.clone();
+            async move { provider.forward(body).await.transpose() }
+        })
+        .await
     }
 
     /// Like [`Runner::forward`], streaming the answer when the backend streams: opening the
     /// stream is retried and bounded; once events flow, they are passed on as they come.
     pub async fn forward_stream(&self, body: Value) -> Option<Result<Forwarded, ProviderError>> {
+        self.forwarding(|provider| {
+            let body = body.clone();
+            async move { provider.forward_stream(body).await.transpose() }
+        })
+        .await
+    }
+
+    /// A forwarding `call` to the primary proposer, with the retries and bounds of a call:
+    /// `Ok(None)` from it means the proposer does not forward.
+    async fn forwarding<'a, T, F, Fut>(&'a self, call: F) -> Option<Result<T, ProviderError>>
+    where
+        F: Fn(&'a dyn ChatProvider) -> Fut,
+        Fut: Future<Output = Result<Option<T>, ProviderError>>,
+    {
         let provider = match self.primary() {
             Ok(provider) => provider,
             Err(e) => return Some(Err(e)),
         };
         let (mut left, deadline) = self.bounds();
-        let span = || forward_span(provider.name());
-        let called = self.retrying("", provider, &mut left, deadline, span, || async {
-            provider.forward_stream(body.clone()).await.transpose()
-        });
-        match called.await {
-            Ok(Some(opened)) => opened.map(Ok),
+        let span = || provider_call_span(provider.name(), None);
+        match self.retrying("", provider, &mut left, deadline, span, || call(provider)).await {
+            Ok(Some(answer)) => answer.map(Ok),
             Ok(None) => Some(Err(self.timed_out())),
             Err(e) => Some(Err(e)),
         }
@@ -74,7 +77,7 @@ impl Runner {
         self.proposers.first().and_then(|p| p.refused_parameter(name))
     }
 
-    fn primary(&self) -> Result<&dyn redraft_core::ChatProvider, ProviderError> {
+    fn primary(&self) -> Result<&dyn ChatProvider, ProviderError> {
         self.proposers
             .first()
             .map(|p| p.as_ref())
@@ -90,19 +93,4 @@ impl Runner {
     fn timed_out(&self) -> ProviderError {
         ProviderError::Timeout { url: self.plan.model.clone() }
     }
-}
-
-fn forward_span(name: &str) -> Span {
-    let (system, model) = name.split_once('/').unwrap_or((name, name));
-    info_span!(
-        "provider call",
-        gen_ai.operation.name = "chat",
-        gen_ai.provider.name = system,
-        gen_ai.system = system,
-        gen_ai.request.model = model,
-        gen_ai.usage.input_tokens = tracing::field::Empty,
-        gen_ai.usage.output_tokens = tracing::field::Empty,
-        error.type = tracing::field::Empty,
-        otel.status_code = tracing::field::Empty,
-    )
 }
