@@ -75,7 +75,9 @@ async def session_run(args, report: dict) -> None:
             listed = await session.list_tools()
             report["tools"] = sorted(t.name for t in listed.tools)
             check(report["tools"] == TOOLS, f"the tools are {report['tools']}, not {TOOLS}")
-            await anyio.sleep(0.2)
+            # A request answered after the listing: whatever the server wrote on stdout before
+            # answering it has been read (and reported) by then.
+            await session.send_ping()
             check_stdout_is_protocol()
             if args.stray_check_only:
                 return

@@ -1,10 +1,11 @@
 //! A person in the loop over HTTP: a run that would fail stops awaiting an answer, is listed as
 //! such, and goes on with the answer (or is aborted).
 
+use redraft_testkit::processes::eventually_async;
 use redraft_testkit::{last_user_message, reply};
 use serde_json::{Value, json};
 
-use crate::{Harness, harness, sse_events};
+use crate::{Harness, WAIT, harness, sse_events};
 
 /// The `city` kind's run, allowed one attempt, that awaits a person when it would fail.
 fn awaiting_spec() -> Value {
@@ -20,14 +21,10 @@ fn awaiting_spec() -> Value {
 impl Harness {
     /// Wait until the stored run is in `state`; the run as `GET /v1/runs/{id}` shows it.
     async fn in_state(&self, run_id: &str, state: &str) -> Value {
-        for _ in 0..400 {
-            let a = self.call("GET", &format!("/v1/runs/{run_id}"), None).await;
-            if a.json["state"] == state {
-                return a.json;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-        }
-        panic!("run {run_id} never reached `{state}`");
+        let uri = format!("/v1/runs/{run_id}");
+        let reached = eventually_async(WAIT, || async { self.call("GET", &uri, None).await.json["state"] == state });
+        assert!(reached.await, "run {run_id} never reached `{state}`");
+        self.call("GET", &uri, None).await.json
     }
 }
 

@@ -23,12 +23,14 @@ mod runs;
 mod streaming;
 
 use std::path::Path;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, Request};
 use redraft::config::Config;
 use redraft_server::{AppState, router};
+use redraft_testkit::processes::eventually_async;
 use redraft_testkit::{FakeOpenAi, Reply as Scripted};
 use serde_json::Value;
 use tower::ServiceExt;
@@ -52,6 +54,10 @@ macro_rules! assert_result_snapshot {
         }, @$snap)
     };
 }
+
+/// How long a test waits for what it started to happen (a bound, not a guess: the wait ends as
+/// soon as it has).
+pub const WAIT: Duration = Duration::from_secs(10);
 
 pub const CITY_SCHEMA: &str = r#"{"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}, "additionalProperties": false}"#;
 
@@ -150,14 +156,11 @@ impl Harness {
 
     /// Wait until the stored run halted; its result.
     pub async fn finished(&self, run_id: &str) -> Value {
-        for _ in 0..400 {
-            let a = self.call("GET", &format!("/v1/runs/{run_id}"), None).await;
-            if a.json.get("status").is_some() {
-                return a.json;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-        }
-        panic!("run {run_id} did not finish");
+        let uri = format!("/v1/runs/{run_id}");
+        let halted =
+            eventually_async(WAIT, || async { self.call("GET", &uri, None).await.json.get("status").is_some() });
+        assert!(halted.await, "run {run_id} did not finish");
+        self.call("GET", &uri, None).await.json
     }
 }
 

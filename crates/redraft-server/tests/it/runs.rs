@@ -8,11 +8,12 @@ use redraft::core::{NewRun, RunState, Store};
 use redraft::queue::Worker;
 use redraft::recorder::{self, Start};
 use redraft_server::{AppState, router};
+use redraft_testkit::processes::eventually_async;
 use redraft_testkit::{reply, slow};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::{assert_result_snapshot, config, harness, request, sse_events, write_kind};
+use crate::{WAIT, assert_result_snapshot, config, harness, request, sse_events, write_kind};
 
 fn city_spec() -> Value {
     json!({"kind": "city", "prompt": "Which city is the contract in?", "context": {"city": "Toledo"}})
@@ -152,12 +153,8 @@ async fn delete_cancels_a_run_in_flight() {
     let h = harness(vec![reply(r#"{"city": "Dayton"}"#), slow(r#"{"city": "Toledo"}"#, Duration::from_secs(30))]).await;
     let a = h.call("POST", "/v1/runs", Some(city_spec())).await;
     let run_id = a.json["run_id"].as_str().unwrap().to_owned();
-    for _ in 0..400 {
-        if h.model.calls().await >= 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let in_flight = eventually_async(WAIT, || async { h.model.calls().await >= 2 }).await;
+    assert!(in_flight, "attempt 2 never reached the model");
     let cancelled = h.call("DELETE", &format!("/v1/runs/{run_id}"), None).await;
     assert_eq!(cancelled.status, 200, "{}", cancelled.text);
     assert_eq!(cancelled.json["halted_because"], "cancelled");
@@ -173,13 +170,12 @@ async fn iterate_can_be_cancelled_by_another_request() {
     let h = harness(vec![slow(r#"{"city": "Toledo"}"#, Duration::from_secs(30))]).await;
     let app = h.app.clone();
     let waiting = tokio::spawn(async move { app.oneshot(request("POST", "/v1/iterate", Some(&city_spec()))).await });
-    let run_id = loop {
-        let runs = h.call("GET", "/v1/runs", None).await;
-        if let Some(id) = runs.json["runs"][0]["run_id"].as_str() {
-            break id.to_owned();
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    let listed = eventually_async(WAIT, || async {
+        h.call("GET", "/v1/runs", None).await.json["runs"][0]["run_id"].is_string()
+    });
+    assert!(listed.await, "the run was never listed");
+    let runs = h.call("GET", "/v1/runs", None).await;
+    let run_id = runs.json["runs"][0]["run_id"].as_str().unwrap().to_owned();
     assert_eq!(h.call("DELETE", &format!("/v1/runs/{run_id}"), None).await.status, 200);
     let res = waiting.await.unwrap().unwrap();
     assert_eq!(res.status(), 422);
@@ -202,15 +198,14 @@ async fn a_run_whose_worker_died_is_taken_over_with_nothing_lost_or_repeated() {
     write_kind(h.dir.path());
     let state = AppState::new(config, store.clone(), vec![]).unwrap();
     let app = router(state.clone());
-    let result = loop {
+    let stored = async || {
         let res = app.clone().oneshot(request("GET", &format!("/v1/runs/{crashed}"), None)).await.unwrap();
         let bytes = axum::body::to_bytes(res.into_body(), usize::MAX).await.unwrap();
-        let v: Value = serde_json::from_slice(&bytes).unwrap();
-        if v.get("status").is_some() {
-            break v;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        serde_json::from_slice::<Value>(&bytes).unwrap()
     };
+    let halted = eventually_async(WAIT, || async { stored().await.get("status").is_some() }).await;
+    assert!(halted, "the run was not taken over");
+    let result = stored().await;
     assert_eq!(result["status"], "succeeded", "{result}");
     let cities: Vec<&str> =
         result["history"].as_array().unwrap().iter().map(|a| a["artifact"]["city"].as_str().unwrap()).collect();
@@ -262,13 +257,11 @@ impl FakeDeath {
         let prepared = spec.prepare(&setup).unwrap();
         let running = recorder::run_built(prepared.runner, prepared.task, &worker, how);
         tokio::pin!(running);
-        loop {
-            tokio::select! {
-                _ = &mut running => panic!("the run was meant to hang"),
-                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
-            }
-            if model.calls().await >= 2 {
-                break;
+        // The run goes on (it is polled) until attempt 2 reached the model.
+        tokio::select! {
+            _ = &mut running => panic!("the run was meant to hang"),
+            in_flight = eventually_async(WAIT, || async { model.calls().await >= 2 }) => {
+                assert!(in_flight, "attempt 2 never reached the model");
             }
         }
         // Dropping the future and the worker is the crash: nothing more is written, the lease
@@ -322,9 +315,8 @@ async fn delete_cancels_a_run_executing_in_another_process() {
     config.queue.heartbeat = Duration::from_millis(100);
     let store = redraft::store::open(&config).await.unwrap();
     let worker = AppState::new(config, store, vec![]).unwrap();
-    while api.model.calls().await < 1 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let in_flight = eventually_async(WAIT, || async { api.model.calls().await >= 1 }).await;
+    assert!(in_flight, "the run never reached the model");
     assert!(api.state.live(&run_id).is_none() && worker.live(&run_id).is_some(), "the other process runs it");
 
     let started = std::time::Instant::now();

@@ -9,6 +9,7 @@ use redraft::core::{Claim, Lease};
 use redraft::queue::Worker;
 use redraft::recorder::{self, Start};
 use redraft::{HaltReason, RunSpec, SpecSetup};
+use redraft_testkit::processes::eventually_async;
 use redraft_testkit::{FakeOpenAi, slow};
 
 fn config(base_url: &str, dir: &Path) -> Config {
@@ -43,9 +44,8 @@ async fn a_worker_that_lost_the_lease_stops_and_records_nothing() {
     };
     drop(setup);
     // The attempt is in flight; another worker breaks the lease (it believes the holder dead).
-    while model.calls().await < 1 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let in_flight = eventually_async(Duration::from_secs(10), || async { model.calls().await >= 1 }).await;
+    assert!(in_flight, "the attempt never reached the model");
     let other = Lease { worker_id: "other-worker", ttl: Duration::from_secs(600) };
     assert_eq!(store.claim_run(&run_id, &other, true).await.unwrap(), Claim::Claimed { takeover: true });
 

@@ -9,6 +9,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
+use redraft_testkit::processes::eventually_async;
 use redraft_testkit::reply;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -105,15 +106,10 @@ async fn opened_sections_stay_open_while_the_run_goes_on() {
     let spec = json!({"prompt": "Which city is the contract in?", "schema": serde_json::from_str::<Value>(CITY_SCHEMA).unwrap()});
     let run_id = start_run(&h, spec).await;
     // Attempt 1 is recorded; attempt 2 waits for the gate.
-    let mut tick = tokio::time::interval(Duration::from_millis(25));
-    for n in 0.. {
-        tick.tick().await;
-        let run = stored(&h, &run_id).await;
-        if run["history"].as_array().is_some_and(|h| h.len() == 1) {
-            break;
-        }
-        assert!(n < 800, "attempt 1 was not recorded: {run}");
-    }
+    let recorded = eventually_async(Duration::from_secs(20), || async {
+        stored(&h, &run_id).await["history"].as_array().is_some_and(|h| h.len() == 1)
+    });
+    assert!(recorded.await, "attempt 1 was not recorded: {}", stored(&h, &run_id).await);
     let (target, log) = serve_logged(&h).await;
 
     let (_browser, page) = open(&chromium, &format!("{target}/runs/{run_id}"), 1400).await;
