@@ -4,7 +4,9 @@
 //! Key design decision: the server adds no loop of its own. Every run — `POST /v1/iterate`,
 //! `POST /v1/runs`, a checked `POST /v1/chat/completions`, a run resumed on start — is a
 //! [`redraft::RunSpec`] started with [`redraft::recorder`] as a background task, recorded in
-//! the store as it happens; requests only wait for it, watch it (SSE) or cancel it. Errors map
+//! the store as it happens; requests only wait for it, watch it (SSE) or cancel it. A call
+//! outside a run (`/v1/chat`, the proxy's pass-through) is a spec too, prepared with
+//! [`redraft::RunSpec::prepare_call`] and made by the runner, with its retries. Errors map
 //! to HTTP statuses in one place ([`error::ApiError`]). Every request passes one gate first,
 //! a layer over the whole router: the `Host` must name this server, a web page must be the
 //! server's own or at a listed origin, the bearer token when there are tokens, a JSON content
