@@ -101,10 +101,12 @@ impl RunSpec {
         {
             return Err(ConfigError::Invalid { key: "context".into(), message: "must be a JSON object".into() });
         }
-        // A submitted run waits for its submitter, whose time is its own.
+        // A submitted run waits for its submitter, whose time and money are its own: only what
+        // the spec says of it applies (the count, the threshold), not the config's limits on
+        // calls to a model.
         let policy = match proposer {
             Proposer::Named => self.bounded_policy(setup),
-            Proposer::Submitted => self.policy(&config.policy),
+            Proposer::Submitted => self.policy(&Policy::default()),
         };
         if let Some(ext) = &self.artifact_ext {
             let ext = ext.trim_start_matches('.');
