@@ -208,13 +208,7 @@ pub async fn run_claimed(
     };
     if spec.workspace.is_some() {
         // Its artifact is a working directory only `redraft until` reads: left as it is.
-        return Err(ConfigError::Invalid {
-            key: "workspace".into(),
-            message: format!(
-                "run `{run_id}` is an agent-mode loop: run `redraft until` again in its working directory to go on"
-            ),
-        }
-        .into());
+        return Err(agent_mode(run_id).into());
     }
     let PreparedRun { runner, task, .. } = match spec.prepare(setup) {
         Ok(prepared) => prepared,
@@ -273,6 +267,11 @@ pub fn person_reply(
     if stored.state != RunState::AwaitingInput {
         return Err(StoreError::NotAwaiting { run_id: run_id.clone(), state: stored.state }.into());
     }
+    if stored.spec.get("workspace").is_some_and(|w| !w.is_null()) {
+        // Its artifact is a working directory only `redraft until` reads, and that process
+        // asks its person itself: an answer from here would leave the run where nothing runs it.
+        return Err(agent_mode(run_id).into());
+    }
     let answer = answer.trim();
     if answer.is_empty() {
         return Err(ConfigError::Invalid {
@@ -321,6 +320,16 @@ pub async fn answer(
     worker.store().answer_run(run_id, &reply, Some(&worker.lease())).await?;
     let _hold = worker.hold(run_id, how.cancel.clone());
     run_claimed(run_id, None, setup, worker, Start { run_id: Some(run_id.to_owned()), ..how }).await
+}
+
+/// Why an agent-mode run (`redraft until`) is not continued here.
+fn agent_mode(run_id: &str) -> ConfigError {
+    ConfigError::Invalid {
+        key: "workspace".into(),
+        message: format!(
+            "run `{run_id}` is an agent-mode loop: run `redraft until` again in its working directory to go on"
+        ),
+    }
 }
 
 /// A stored run that cannot be set up here (its spec no longer passes this process's config,

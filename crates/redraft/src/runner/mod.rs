@@ -99,6 +99,7 @@ impl Runner {
         } else {
             self.evaluators.push(evaluator);
         }
+        self.plan.schema = self.evaluators.iter().find_map(|e| e.schema());
         self.plan.scoring = self.evaluators.iter().any(|e| e.scoring());
         self
     }

@@ -90,6 +90,13 @@ async fn an_agent_mode_run_is_not_resumed_without_its_workspace() {
     assert!(stored.result.is_none(), "the run was failed: {:?}", stored.result);
     assert!(stored.attempts.is_empty());
 
+    // Nor is it answered from elsewhere while `redraft until` waits for its person: the answer
+    // would leave it where nothing runs it.
+    let mut awaiting = store.run(&run_id).await.unwrap().unwrap();
+    awaiting.state = redraft::core::RunState::AwaitingInput;
+    let err = recorder::person_reply(&awaiting, "go on", None, &setup).unwrap_err().to_string();
+    assert!(err.contains("agent-mode") && err.contains("redraft until"), "{err}");
+
     // Over the network, such a spec is refused before anything runs.
     let network = redraft::Guard::network(redraft::Face::Http, &config.server).unwrap();
     let setup = SpecSetup { guard: std::sync::Arc::new(network), ..SpecSetup::local(&config, dir.path().to_owned()) };
