@@ -379,7 +379,6 @@ impl RedraftMcp {
         let start = move || -> Result<NewRun, String> {
             let prepared = spec.prepare_submitted(&this.spec_setup()).map_err(describe)?;
             let (runner, task) = (prepared.runner, prepared.task);
-            runner.submitted(task.clone()).map_err(describe)?;
             Ok(Box::new(move || runner.submitted(task.clone()).map_err(describe)))
         };
         self.session.submissions.submit(&key, &label, start, args.artifact, &context).await

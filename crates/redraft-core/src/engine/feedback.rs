@@ -45,23 +45,11 @@ impl Engine {
     /// or the kept answer and the feedback message in the conversation.
     pub(super) fn prepare_feedback(&mut self, record: &AttemptRecord) {
         let structured = self.plan.mode == Mode::Structured;
-        let echo = match &record.artifact {
-            Some(Value::String(s)) if !structured => s.clone(),
-            Some(a) => pretty(a),
-            None => record.raw.clone(),
-        };
         // An attempt that failed without an answer (its time ran out, the provider failed): in
         // a conversation the same messages go again; a fresh prompt lists it among the priors.
         let no_answer = record.status == AttemptStatus::Error && !too_large_issue(record);
-        let mut prior = PriorAttempt::new(
-            record.iteration,
-            &echo,
-            self.plan.feedback_max_chars,
-            record.issues.clone(),
-            record.repeat_of,
-        );
+        let prior = self.prior_of(record);
         let too_large = too_large_issue(record);
-        prior.cut_off = record.finish_reason == Some(FinishReason::Length);
         match self.plan.strategy {
             Strategy::Fresh => self.prior.push(prior),
             Strategy::Conversation => {
@@ -78,7 +66,7 @@ impl Engine {
                     schema: self.schema_again.take(),
                     example: self.filled_example(record).or(example),
                 };
-                let text = self.prompts.feedback(&ctx).unwrap_or_else(|e| fallback_feedback(&ctx, &e.to_string()));
+                let text = self.render_feedback(&ctx);
                 // Nothing of an answer too large was kept: only the feedback follows.
                 if !too_large {
                     self.conversation.push(Message::assistant(kept_answer(&record.raw, self.plan.feedback_max_chars)));
@@ -86,6 +74,46 @@ impl Engine {
                 self.conversation.push(Message::user(text));
             }
         }
+    }
+
+    /// `record` as the feedback shows it: its answer (the artifact, else the raw text) and its
+    /// issues, both bounded by `feedback_max_chars`.
+    fn prior_of(&self, record: &AttemptRecord) -> PriorAttempt {
+        let echo = match &record.artifact {
+            Some(Value::String(s)) if self.plan.mode == Mode::Text => s.clone(),
+            Some(a) => pretty(a),
+            None => record.raw.clone(),
+        };
+        let mut prior = PriorAttempt::new(
+            record.iteration,
+            &echo,
+            self.plan.feedback_max_chars,
+            record.issues.clone(),
+            record.repeat_of,
+        );
+        prior.cut_off = record.finish_reason == Some(FinishReason::Length);
+        prior
+    }
+
+    fn render_feedback(&self, ctx: &Feedback<'_>) -> String {
+        self.prompts.feedback(ctx).unwrap_or_else(|e| fallback_feedback(ctx, &e.to_string()))
+    }
+
+    /// The feedback on `record` when no attempt may follow it — what was wrong with it, from
+    /// the run's feedback template, which then says no attempt is left — for a submitter, who
+    /// is answered even when the run halts with its submission.
+    pub fn last_feedback(&self, record: &AttemptRecord) -> String {
+        let prior = self.prior_of(record);
+        let ctx = Feedback {
+            attempt: record.iteration + 1,
+            max_attempts: self.limit,
+            previous: record.iteration,
+            structured: self.plan.mode == Mode::Structured,
+            prior: &prior,
+            schema: None,
+            example: None,
+        };
+        self.render_feedback(&ctx)
     }
 
     /// When `record` lost the shape — prose, a copied placeholder, a schema instead of an

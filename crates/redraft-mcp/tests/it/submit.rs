@@ -119,12 +119,14 @@ async fn bad_submissions_are_tool_errors_and_count_nothing() {
 async fn the_configs_limits_on_model_calls_do_not_bind_a_submitter() {
     // A budget (which needs a model's price), a wall time and an attempt timeout are limits on
     // calls to a model; a submitter calls none, so its count goes on as without them.
-    let limits =
-        "[policy]\nmax_budget_usd = 0.5\nmax_wall_time = \"1ms\"\nattempt_timeout = \"1ms\"\nmax_iterations = 9\n";
+    // The fresh strategy is how a model is asked again; a submitter reads the feedback message.
+    let limits = "strategy = \"fresh\"\n[policy]\nmax_budget_usd = 0.5\nmax_wall_time = \"1ms\"\n\
+                  attempt_timeout = \"1ms\"\nmax_iterations = 9\n";
     let mut client = Client::start(setup(config(limits))).await;
     let first = client.call("submit", submission(&["W-1", "W-2"])).await;
     assert_eq!(first["isError"], false, "{first}");
     assert!(text(&first).starts_with("Attempt 1 of 3: rejected."), "{}", text(&first));
+    assert!(text(&first).contains("2 attempts left"), "{}", text(&first));
     let second = client.call("submit", submission(&["W-2", "W-3"])).await;
     assert_eq!(text(&second), "Attempt 2 of 3: accepted.");
 }

@@ -4,7 +4,7 @@
 //! notices repeats, writes the feedback and decides the halt — only nobody is asked: the
 //! runner waits for the next submission instead of calling a model.
 
-use redraft_core::prompt::{Feedback, PriorAttempt, Prompts, pretty};
+use redraft_core::prompt::pretty;
 use redraft_core::{
     ArtifactRead, AttemptRecord, AttemptStatus, ChatResponse, Issue, Next, RunResult, Task, Usage, codes, extract,
 };
@@ -73,12 +73,15 @@ pub enum Submission {
 
 impl Runner {
     /// A run of `task` whose answers are submitted to it rather than asked of the proposer.
-    /// The submitter wrote its own prompt, so the first feedback shows the expected shape;
+    /// The submitter wrote its own prompt, so the first feedback shows the expected shape, and
+    /// it reads the feedback message of the conversation strategy;
     /// feedback is worded for a submitter ([`SUBMITTED_FEEDBACK_TEMPLATE`]) unless the runner
     /// was given a feedback template of its own.
     pub fn submitted(&self, task: Task) -> Result<SubmittedRun, ConfigError> {
         let mut runner = self.clone();
         runner.plan.prompt_seen = false;
+        // The submitter is told through the feedback message, whatever the config's strategy.
+        runner.plan.strategy = redraft_core::Strategy::Conversation;
         if runner.plan.templates.feedback.is_none() {
             runner.plan.templates.feedback = Some(SUBMITTED_FEEDBACK_TEMPLATE.to_owned());
         }
@@ -144,49 +147,22 @@ impl SubmittedRun {
         };
         let end = runner.judged(read, response, context, iteration).instrument(span).await;
         let (record, next) = live.settle(runner, begun, 0, end, &CancellationToken::new()).await;
-        let feedback = match &next {
+        let feedback = match (&next, &record) {
             // The engine has prepared the feedback for the next attempt: the conversation's
             // last message.
-            Next::Attempt { request, .. } => request.messages.last().map(|m| m.content.clone()),
-            Next::Halt(_) => None,
+            (Next::Attempt { request, .. }, _) => request.messages.last().map(|m| m.content.clone()),
+            // The last attempt allowed, rejected: its feedback says no attempt is left.
+            (Next::Halt(_), Some(record)) if record.status != AttemptStatus::Accepted => {
+                Some(live.engine.last_feedback(record))
+            }
+            (Next::Halt(_), _) => None,
         };
+        let halted = matches!(next, Next::Halt(_));
         *pending = next;
-        match (record, feedback) {
-            (Some(record), Some(feedback)) => Submission::Rejected { record, feedback },
-            (Some(record), None) => {
-                let feedback = (record.status != AttemptStatus::Accepted).then(|| self.last_feedback(&record));
-                Submission::Halted { record, result: Box::new(self.halt().await), feedback }
-            }
-            (None, _) => Submission::Closed { result: Box::new(self.halt().await) },
-        }
-    }
-
-    /// The feedback on the last attempt allowed, from the run's feedback template ("No
-    /// attempts left.").
-    fn last_feedback(&self, last: &AttemptRecord) -> String {
-        let plan = &self.runner.plan;
-        let max_attempts = plan.policy.max_iterations;
-        let prior =
-            PriorAttempt::new(last.iteration, &last.raw, plan.feedback_max_chars, last.issues.clone(), last.repeat_of);
-        let ctx = Feedback {
-            attempt: last.iteration + 1,
-            max_attempts,
-            previous: last.iteration,
-            structured: true,
-            prior: &prior,
-            schema: None,
-            example: None,
-        };
-        match Prompts::new(&plan.templates).and_then(|p| p.feedback(&ctx)) {
-            Ok(text) => text,
-            Err(_) => {
-                let mut text = format!("Attempt {} of {max_attempts}: rejected.\n\nProblems:\n", last.iteration);
-                for (n, issue) in last.issues.iter().enumerate() {
-                    let place = if issue.path.is_empty() { "(root)" } else { issue.path.as_str() };
-                    text.push_str(&format!("{}. {place}: {} [{}]\n", n + 1, issue.message, issue.code));
-                }
-                text.trim_end().to_owned()
-            }
+        match record {
+            Some(record) if !halted => Submission::Rejected { record, feedback: feedback.unwrap_or_default() },
+            Some(record) => Submission::Halted { record, result: Box::new(self.halt().await), feedback },
+            None => Submission::Closed { result: Box::new(self.halt().await) },
         }
     }
 
