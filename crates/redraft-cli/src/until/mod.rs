@@ -60,7 +60,6 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
         Some(t) => valid_task(t)?,
         None => default_task(&prompt),
     };
-    let sandbox = args.sandbox.as_deref().map(|s| config.sandbox(s)).transpose()?;
     let _lock = Lock::acquire(&root, &task_id)?;
     // Before the first agent run: what is protected is what the files are now.
     let protected = Protected::capture(&root, &args.protect)?;
@@ -97,7 +96,8 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
     let baseline = tokio::task::block_in_place(|| workspace.snapshot())?;
     let timeout = spec.policy(&config.policy).attempt_timeout;
     let mut verifier = ExecEvaluator::new(&args.verify, &root).timeout(timeout).extension("txt");
-    if let Some(s) = &sandbox {
+    // The verifier runs in the sandbox the spec's agent got.
+    if let Some(s) = &prepared.sandbox {
         verifier = verifier.sandbox(s.clone());
     }
     let dir = report::task_dir(&root, &task_id);

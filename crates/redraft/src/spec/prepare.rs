@@ -34,12 +34,14 @@ pub struct WorkspaceSpec {
 }
 
 /// A spec turned into a run: the runner (to which a face may still add observers) and the
-/// task; `agent` is the agent command proposing, when the spec names one.
+/// task; `agent` is the agent command proposing, when the spec names one, and `sandbox` the
+/// sandbox its commands run in, as the guard admitted it (for commands the face adds itself).
 #[derive(Debug)]
 pub struct PreparedRun {
     pub runner: Runner,
     pub task: Task,
     pub agent: Option<Arc<CommandProvider>>,
+    pub sandbox: Option<redraft_sandbox::Sandbox>,
 }
 
 /// Who proposes in a prepared run.
@@ -205,7 +207,7 @@ impl RunSpec {
         let evaluator_setup = EvaluatorSetup {
             config,
             workdir: setup.workdir.clone(),
-            sandbox,
+            sandbox: sandbox.clone(),
             timeout: policy.attempt_timeout,
             artifact_ext: self.artifact_ext.clone(),
             guard: setup.guard.clone(),
@@ -227,7 +229,7 @@ impl RunSpec {
         }
         let task =
             Task { prompt, system: self.system.clone(), context: self.context.clone(), turns: self.turns.clone() };
-        Ok(PreparedRun { runner: builder.build()?, task, agent })
+        Ok(PreparedRun { runner: builder.build()?, task, agent, sandbox })
     }
 }
 
