@@ -94,3 +94,22 @@ async fn an_error_after_the_agent_ran_exits_1() {
     let out = output(until(dir.path(), SECOND_TIME, &["--max-iter", "0"])).await;
     assert_eq!(out.code, 2, "{}", out.stderr);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_verifier_runs_in_the_loops_sandbox() {
+    // A sandbox starts commands with a clean environment: the verifier no longer sees the
+    // variable it checks for, without one it does.
+    let verify = "test -z \"$SECRET\"";
+    for (sandbox, code) in [(Some("{}"), 0), (None, 1)] {
+        let dir = tempfile::tempdir().unwrap();
+        let agent = write(dir.path(), "agent.sh", "echo done\n");
+        let mut c = redraft(dir.path());
+        c.env("SECRET", "x").args(["until", "--verify", verify, "--task", "t", "--no-decisions", "--no-store"]);
+        if let Some(s) = sandbox {
+            c.args(["--sandbox", s]);
+        }
+        c.arg("--").arg("sh").arg(agent);
+        let out = output(c).await;
+        assert_eq!(out.code, code, "sandbox {sandbox:?}: {}", out.stderr);
+    }
+}
