@@ -7,8 +7,10 @@
 //!   The program must be the same word: `/usr/bin/python3` is not `python3`.
 //! - In an entry, the word `*` matches exactly one word of the request, and a final `**`
 //!   matches any number of further words (none included). A wildcard matches only a *plain*
-//!   word: ASCII letters, digits and `_ . / : @ % + , = -`, not starting with `-` (so it never
-//!   admits an option such as `--rootdir=/`), not an absolute path, no `..` segment. It never
+//!   word: ASCII letters, digits and `_ . / : @ % + , -`, not starting with `-`, `+` or `@` (so
+//!   it never admits an option such as `--rootdir=/`, a `+command` or an `@file` of options),
+//!   no `=` anywhere (so never a `NAME=value` assignment, which `make`, `env` and others read as
+//!   a variable that may run a program), not an absolute path, no `..` segment. It never
 //!   admits the `{artifact}` placeholder: the artifact is written by the model, so an entry
 //!   says where it may go by naming `{artifact}` itself (`python3 -m py_compile {artifact}`),
 //!   and `pytest -q **` cannot be turned into running the model's code. Wildcards match whole
@@ -173,13 +175,13 @@ impl Rule {
     }
 }
 
-/// A word a wildcard may match: ASCII letters, digits and `_ . / : @ % + , = -` — not an
-/// option, not an absolute path, no `..` segment, not the `{artifact}` placeholder (the braces
-/// are not plain).
+/// A word a wildcard may match: ASCII letters, digits and `_ . / : @ % + , -` — not an option
+/// (`-x`, `+x`), not a file of options (`@file`), not an assignment (no `=`), not an absolute
+/// path, no `..` segment, not the `{artifact}` placeholder (the braces are not plain).
 fn plain(word: &str) -> bool {
     !word.is_empty()
-        && word.chars().all(|c| c.is_ascii_alphanumeric() || "_./:@%+,=-".contains(c))
-        && !word.starts_with(['-', '/'])
+        && word.chars().all(|c| c.is_ascii_alphanumeric() || "_./:@%+,-".contains(c))
+        && !word.starts_with(['-', '+', '@', '/'])
         && !word.split('/').any(|segment| segment == "..")
 }
 
@@ -205,6 +207,7 @@ mod tests {
         assert_eq!(l.admit("pytest -q"), Ok("pytest -q".into()));
         assert_eq!(l.admit("pytest -q tests/a.py tests/b.py::t"), Ok("pytest -q tests/a.py tests/b.py::t".into()));
         assert_eq!(l.admit("cargo test"), Ok("cargo test".into()));
+        assert_eq!(l.admit("pytest -q tests/a+b.py node@18"), Ok("pytest -q tests/a+b.py node@18".into()));
         assert_eq!(l.admit("check --strict {artifact}"), Ok("check --strict {artifact}".into()));
         for refused in [
             "python3 -m py_compile",
@@ -215,6 +218,9 @@ mod tests {
             "/usr/bin/python3 -m py_compile x.py",
             "pytest -q --rootdir=/ x",
             "pytest -q -p evil",
+            "pytest -q x=1",
+            "pytest -q @options",
+            "pytest -q +x",
             "cargo test --workspace",
             "cargo testx",
             "check --strict {artifact} --fix",
