@@ -4,6 +4,7 @@
 
 use axum::extract::Request;
 use axum::http::header::AUTHORIZATION;
+use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -19,7 +20,7 @@ pub fn authenticate(state: &AppState, request: &Request) -> Result<(), ApiError>
     }
     let presented = request.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
     match presented {
-        Some(token) if state.tokens().iter().any(|t| same(t.as_bytes(), token.as_bytes())) => Ok(()),
+        Some(token) if accepted(state.tokens(), token) => Ok(()),
         _ => Err(ApiError::unauthorized()),
     }
 }
@@ -38,9 +39,18 @@ fn bearer(value: &str) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
-/// Compare in time that does not depend on where the strings differ.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Whether `presented` is one of `tokens`, in time that depends on neither where they differ
+/// nor their lengths nor which token matched: each is compared as its SHA-256 digest (32 bytes
+/// whatever the token), with every byte and every token looked at.
+fn accepted(tokens: &[String], presented: &str) -> bool {
+    let digest = |text: &str| -> [u8; 32] { Sha256::digest(text.as_bytes()).into() };
+    let presented = digest(presented);
+    tokens.iter().fold(false, |found, token| found | same(&digest(token), &presented))
+}
+
+/// Two digests compared in time that does not depend on where they differ.
+fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
@@ -56,9 +66,13 @@ mod tests {
 
     #[test]
     fn tokens_compare_whole() {
-        assert!(super::same(b"abc", b"abc"));
-        assert!(!super::same(b"abc", b"abd"));
-        assert!(!super::same(b"abc", b"abcd"));
+        let tokens = ["abc".to_owned(), "second-token".to_owned()];
+        assert!(super::accepted(&tokens, "abc"));
+        assert!(super::accepted(&tokens, "second-token"));
+        for refused in ["abd", "abcd", "ab", "", "second-token ", "ABC"] {
+            assert!(!super::accepted(&tokens, refused), "{refused:?}");
+        }
+        assert!(!super::accepted(&[], "abc"));
     }
 
     #[test]
