@@ -36,18 +36,18 @@ fn stdin(what: &str) -> Result<String> {
 }
 
 /// `--context`: a JSON object, inline or `@FILE`.
-pub fn context(arg: &str) -> Result<Value> {
+pub fn context(arg: &str) -> Result<serde_json::Map<String, Value>> {
     let text = text_or_file(arg, "context")?;
     let value: Value = serde_json::from_str(&text).map_err(|e| {
         anyhow!("`--context` is not valid JSON: {e}\nhint: pass a JSON object, e.g. --context '{{\"city\": \"Toledo\"}}', or @FILE")
     })?;
-    if !value.is_object() {
-        return Err(anyhow!(
+    match value {
+        Value::Object(object) => Ok(object),
+        other => Err(anyhow!(
             "`--context` must be a JSON object, not {}\nhint: wrap it, e.g. {{\"value\": …}}",
-            kind(&value)
-        ));
+            kind(&other)
+        )),
     }
-    Ok(value)
 }
 
 fn kind(v: &Value) -> &'static str {

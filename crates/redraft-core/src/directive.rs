@@ -1,6 +1,11 @@
-//! Evaluator directives (`schema:PATH`, `kind:NAME`, `exec:CMD`, …), parsed once at the edge.
+//! Evaluator directives (`schema:PATH`, `kind:NAME`, `exec:CMD`, …), parsed once at the edge:
+//! a request's directive is read into a [`Directive`] when the request is deserialized, and
+//! written back as the same text (`Display`), so what is stored reads back as what was parsed.
 
+use std::fmt;
 use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// One evaluator, as named on a command line, in an HTTP request or an MCP call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +45,33 @@ impl Directive {
             Directive::Score(_) => "score",
             Directive::Llm(_) => "llm",
         }
+    }
+}
+
+impl fmt::Display for Directive {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let arg = match self {
+            Directive::Schema(a)
+            | Directive::Kind(a)
+            | Directive::Exec(a)
+            | Directive::Http(a)
+            | Directive::Score(a)
+            | Directive::Llm(a) => a,
+        };
+        write!(f, "{}:{arg}", self.word())
+    }
+}
+
+impl Serialize for Directive {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Directive {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -84,6 +116,13 @@ mod tests {
         ok("http:https://v.example/check", Directive::Http("https://v.example/check".into()));
         ok("score:is it polite?", Directive::Score("is it polite?".into()));
         ok("llm:email", Directive::Llm("email".into()));
+        // What is written reads back as the same directive.
+        for text in ["schema:a b.json", "kind:fill", "exec:pytest -q 'x y'", "http://h:1/c", "score:ok?", "llm:e"] {
+            let d: Directive = text.parse().unwrap();
+            assert_eq!(d.to_string().parse::<Directive>(), Ok(d.clone()), "{text}");
+            let json = serde_json::to_value(&d).unwrap();
+            assert_eq!(serde_json::from_value::<Directive>(json).unwrap(), d);
+        }
         for bad in ["", "schema:", "person.json", "sql:select"] {
             let err = bad.parse::<Directive>().unwrap_err().to_string();
             assert!(err.contains("hint:"), "{err}");

@@ -1,13 +1,13 @@
-//! The tools' arguments, as their input schemas show them. `iterate` takes the names MCP clients use
-//! (`target_type`, `max_budget`, `timeout`) and is turned into the one request shape,
-//! [`RunSpec`]; `decide` mirrors the core's `IterationCheck` so that it has a schema.
+//! The tools' arguments, as their input schemas show them. `iterate` takes the one run request,
+//! [`RunSpec`](redraft::RunSpec), as every face does (with the names MCP clients use —
+//! `target_type`, `max_budget`, `timeout` — shown in its schema too: [`iterate_schema`]);
+//! `decide` mirrors the core's `IterationCheck` so that it has a schema.
 
-use std::time::Duration;
-
+#[cfg(test)]
+use redraft::RunSpec;
 use redraft::core::decide::IterationCheck;
-use redraft::core::{OnEscalation, duration};
-use redraft::spec::Directives;
-use redraft::{PromptStyle, RunSpec};
+#[cfg(test)]
+use redraft::spec::SandboxRequest;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -15,105 +15,6 @@ use serde_json::{Map, Value};
 
 /// A JSON object.
 pub type Object = Map<String, Value>;
-
-/// Arguments of `iterate`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct IterateArgs {
-    /// The task for the model.
-    pub prompt: String,
-    /// A system message for the model.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub system: Option<String>,
-    /// A JSON object shown to the model and to the checks (a kind's rules read it as `context`,
-    /// e.g. the contract a fill is for).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<Object>,
-    /// A registered kind (artifact type) to produce, checked by its JSON Schema and rules
-    /// (`kind` is accepted too). The `example` tool shows a kind's shape.
-    #[serde(default, alias = "kind", skip_serializing_if = "Option::is_none")]
-    pub target_type: Option<String>,
-    /// An inline JSON Schema the answer must match.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schema: Option<Object>,
-    /// Evaluator directive(s), all of which must pass: `kind:NAME`, `schema:PATH`, `exec:CMD`
-    /// (only commands the server allows), `http:URL`, `score:CRITERION` (an LLM judge),
-    /// `llm:NAME`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub evaluator: Option<Directives>,
-    /// The model, as `provider/model` (`openai/gpt-4o-mini`, `ollama/qwen3`); by default the
-    /// server's `default_model`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    /// A provider named in the server's config; `model` is then that provider's model.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<String>,
-    /// Attempts at most (by default 3).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_iterations: Option<u32>,
-    /// The score in [0, 1] at or above which an answer passes (by default 1.0, or 0.9 with a
-    /// scoring evaluator).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub success_threshold: Option<f64>,
-    /// Halt after this many attempts in a row that do not improve the best score (by default
-    /// off).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub patience: Option<u32>,
-    /// Halt before an attempt that would take spending past this many USD (needs the model's
-    /// price in the server's config).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_budget: Option<f64>,
-    /// Halt after this long, cancelling the attempt in flight: `"90s"`, `"5m"` or seconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_wall_time: Option<HumanDuration>,
-    /// The limit of one attempt (by default 120 s): `"120s"` or seconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout: Option<HumanDuration>,
-    /// Halt when the same answer comes this many times (0 is off; by default 2).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub repeat_limit: Option<u32>,
-    /// Sampling temperature.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub temperature: Option<f32>,
-    /// Output token limit per attempt.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_tokens: Option<u32>,
-    /// Check the raw text instead of a JSON value extracted from it.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub text: bool,
-    /// How the expected shape is shown to the model (by default both).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prompt_style: Option<PromptStyleArg>,
-    /// A sandbox for `exec:` evaluators: a name from the server's config, or an inline spec
-    /// such as `{"network": false}`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sandbox: Option<SandboxArg>,
-    /// The artifact file's extension for `exec:` evaluators (`py`, `rs`, …).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub artifact_ext: Option<String>,
-    /// Whether JSON Schema `format`s are checked (`"date"` rejects `"July 4th"`); `false` makes
-    /// them annotations only. By default, the server's `check_formats` (`true`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub check_formats: Option<bool>,
-    /// Whether an answer is coerced toward the schema before it is checked (`"€77.08"` for a
-    /// number is 77.08, recorded as a repair); `false` checks it exactly as extracted. By
-    /// default, the server's `coerce` (`true`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub coerce: Option<bool>,
-    /// What a run that would fail does: `fail` (by default, the server's `on_escalation`) or
-    /// `await`: it stops awaiting a person's answer, which the `answer` tool gives (the run is
-    /// kept in the server's store).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub on_escalation: Option<OnEscalationArg>,
-}
-
-/// What a run that would fail does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum OnEscalationArg {
-    Fail,
-    Await,
-}
 
 /// Arguments of `answer`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -131,85 +32,6 @@ pub struct AnswerArgs {
     /// End the run as failed instead of answering it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub abort: bool,
-}
-
-/// A duration: `"90s"`, `"5m"`, `"1h30m"`, `"250ms"`, or a number of seconds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(untagged)]
-pub enum HumanDuration {
-    Seconds(f64),
-    Text(String),
-}
-
-impl HumanDuration {
-    fn parse(&self, key: &str) -> Result<Duration, String> {
-        let parsed = match self {
-            HumanDuration::Seconds(n) => duration::parse(&n.to_string()),
-            HumanDuration::Text(t) => duration::parse(t),
-        };
-        parsed.map_err(|e| format!("`{key}`: {e}"))
-    }
-}
-
-/// A sandbox: the name of one in the server's config, or an inline spec.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(untagged)]
-pub enum SandboxArg {
-    Name(String),
-    Spec(Object),
-}
-
-/// How the expected shape is shown to the model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum PromptStyleArg {
-    Schema,
-    Example,
-    Both,
-}
-
-impl IterateArgs {
-    /// The run request these arguments describe.
-    pub fn into_spec(self) -> Result<RunSpec, String> {
-        Ok(RunSpec {
-            max_wall_time: self.max_wall_time.as_ref().map(|d| d.parse("max_wall_time")).transpose()?,
-            attempt_timeout: self.timeout.as_ref().map(|d| d.parse("timeout")).transpose()?,
-            prompt: self.prompt,
-            system: self.system,
-            context: self.context.map(Value::Object),
-            kind: self.target_type,
-            schema: self.schema.map(Value::Object),
-            evaluator: self.evaluator,
-            provider: self.provider,
-            model: self.model,
-            temperature: self.temperature,
-            max_tokens: self.max_tokens,
-            max_iterations: self.max_iterations,
-            success_threshold: self.success_threshold,
-            patience: self.patience,
-            max_budget_usd: self.max_budget,
-            repeat_limit: self.repeat_limit,
-            text: self.text,
-            prompt_style: self.prompt_style.map(|s| match s {
-                PromptStyleArg::Schema => PromptStyle::Schema,
-                PromptStyleArg::Example => PromptStyle::Example,
-                PromptStyleArg::Both => PromptStyle::Both,
-            }),
-            artifact_ext: self.artifact_ext,
-            check_formats: self.check_formats,
-            coerce: self.coerce,
-            sandbox: self.sandbox.map(|s| match s {
-                SandboxArg::Name(name) => Value::String(name),
-                SandboxArg::Spec(spec) => Value::Object(spec),
-            }),
-            on_escalation: self.on_escalation.map(|o| match o {
-                OnEscalationArg::Fail => OnEscalation::Fail,
-                OnEscalationArg::Await => OnEscalation::Await,
-            }),
-            // Agent commands are for the local CLI only.
-            ..RunSpec::default()
-        })
-    }
 }
 
 /// Arguments of `validate`.
@@ -374,16 +196,39 @@ impl DecideArgs {
     }
 }
 
+/// The input schema of `iterate`: the run request's, with the names MCP clients use beside
+/// the request's own (`target_type` for `kind`, `max_budget` for `max_budget_usd`, `timeout`
+/// for `attempt_timeout`), which the request reads as the same fields.
+pub fn iterate_schema(mut schema: Object) -> Object {
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        for (alias, name) in [("target_type", "kind"), ("max_budget", "max_budget_usd"), ("timeout", "attempt_timeout")]
+        {
+            if let Some(Value::Object(field)) = properties.get(name) {
+                let mut field = field.clone();
+                field.insert("description".into(), Value::String(format!("The same as `{name}`.")));
+                properties.insert(alias.to_owned(), Value::Object(field));
+            }
+        }
+    }
+    schema
+}
+
 /// Read a tool's arguments, naming what is wrong in words the caller can act on.
 pub fn parse<T: DeserializeOwned>(tool: &str, args: Object) -> Result<T, String> {
-    serde_json::from_value(Value::Object(args))
-        .map_err(|e| format!("the arguments of `{tool}` are invalid: {e}\nhint: see the tool's input schema"))
+    serde_path_to_error::deserialize(Value::Object(args)).map_err(|e| {
+        let path = e.path().to_string();
+        let at = if path == "." { String::new() } else { format!("`{path}`: ") };
+        format!("the arguments of `{tool}` are invalid: {at}{}\nhint: see the tool's input schema", e.into_inner())
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::time::Duration;
+
     use serde_json::json;
+
+    use super::*;
 
     fn object(v: Value) -> Object {
         match v {
@@ -393,8 +238,8 @@ mod tests {
     }
 
     #[test]
-    fn iterate_takes_the_spec_names() {
-        let args: IterateArgs = parse(
+    fn iterate_takes_the_one_run_request_with_the_mcp_names() {
+        let spec: RunSpec = parse(
             "iterate",
             object(json!({
                 "prompt": "Staff C-7",
@@ -411,26 +256,34 @@ mod tests {
             })),
         )
         .unwrap();
-        let spec = args.into_spec().unwrap();
         assert_eq!(spec.kind.as_deref(), Some("fill"));
         assert_eq!(spec.max_budget_usd, Some(0.5));
         assert_eq!(spec.max_wall_time, Some(Duration::from_secs(90)));
         assert_eq!(spec.attempt_timeout, Some(Duration::from_secs(30)));
-        assert_eq!(spec.sandbox, Some(json!({"network": false})));
+        assert_eq!(
+            spec.sandbox,
+            Some(SandboxRequest::Inline(redraft::sandbox::Sandbox { network: false, ..Default::default() }))
+        );
         assert_eq!(spec.agent, None);
-        let kind: IterateArgs = parse("iterate", object(json!({"prompt": "x", "kind": "fill"}))).unwrap();
-        assert_eq!(kind.target_type.as_deref(), Some("fill"));
+        let kind: RunSpec = parse("iterate", object(json!({"prompt": "x", "kind": "fill"}))).unwrap();
+        assert_eq!(kind.kind.as_deref(), Some("fill"));
+        // The schema shows what is read, the MCP names included.
+        let schema =
+            iterate_schema(serde_json::to_value(schemars::schema_for!(RunSpec)).unwrap().as_object().unwrap().clone());
+        let properties = schema.get("properties").and_then(Value::as_object).unwrap();
+        for name in ["prompt", "kind", "target_type", "max_budget_usd", "max_budget", "attempt_timeout", "timeout"] {
+            assert!(properties.contains_key(name), "{name}");
+        }
     }
 
     #[test]
     fn bad_arguments_are_named() {
-        let err = parse::<IterateArgs>("iterate", object(json!({"prompt": "x", "max_iteration": 3}))).unwrap_err();
+        let err = parse::<RunSpec>("iterate", object(json!({"prompt": "x", "max_iteration": 3}))).unwrap_err();
         assert!(err.contains("max_iteration") && err.contains("`iterate`"), "{err}");
-        let err =
-            IterateArgs { prompt: "x".into(), timeout: Some(HumanDuration::Text("soon".into())), ..Default::default() }
-                .into_spec()
-                .unwrap_err();
-        assert!(err.contains("`timeout`") && err.contains("soon"), "{err}");
+        let err = parse::<RunSpec>("iterate", object(json!({"prompt": "x", "timeout": "soon"}))).unwrap_err();
+        assert!(err.contains("soon"), "{err}");
+        let err = parse::<RunSpec>("iterate", object(json!({"prompt": "x", "sandbox": 3}))).unwrap_err();
+        assert!(err.contains("sandbox"), "{err}");
     }
 
     #[test]

@@ -31,7 +31,7 @@ mod server;
 mod submit;
 mod target;
 
-pub use args::{DecideArgs, ExampleArgs, IterateArgs, SubmitArgs, ValidateArgs};
+pub use args::{DecideArgs, ExampleArgs, SubmitArgs, ValidateArgs};
 pub use redraft::runner::SUBMITTED_FEEDBACK_TEMPLATE as SUBMIT_FEEDBACK_TEMPLATE;
 pub use server::{McpSetup, RedraftMcp};
 pub use submit::DEFAULT_MAX_ATTEMPTS;

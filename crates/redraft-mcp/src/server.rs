@@ -24,7 +24,7 @@ use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serde_json::{Value, json};
 
-use crate::args::{self, AnswerArgs, DecideArgs, ExampleArgs, IterateArgs, Object, SubmitArgs, ValidateArgs};
+use crate::args::{self, AnswerArgs, DecideArgs, ExampleArgs, Object, SubmitArgs, ValidateArgs};
 use crate::reply;
 use crate::submit::{DEFAULT_MAX_ATTEMPTS, NewRun, Submissions};
 use crate::target::{Target, schema_key, schema_label};
@@ -222,9 +222,9 @@ impl RedraftMcp {
         }
     }
 
-    #[tool(name = "iterate", description = ITERATE, input_schema = input::<IterateArgs>())]
+    #[tool(name = "iterate", description = ITERATE, input_schema = Arc::new(args::iterate_schema(input::<RunSpec>().as_ref().clone())))]
     async fn iterate(&self, arguments: JsonObject, context: RequestContext<RoleServer>) -> CallToolResult {
-        let spec = match args::parse::<IterateArgs>("iterate", arguments).and_then(IterateArgs::into_spec) {
+        let spec = match args::parse::<RunSpec>("iterate", arguments) {
             Ok(spec) => spec,
             Err(message) => return reply::bad_request(message),
         };

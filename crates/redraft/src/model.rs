@@ -120,7 +120,7 @@ impl Config {
                     key: format!("providers.{key}.command"),
                     message: "a command provider needs `command = \"…\"` (run with `sh -c`; `{prompt}` is replaced by the quoted prompt)".into(),
                 })?;
-                let sandbox = p.sandbox.as_deref().map(|s| self.sandbox(s)).transpose()?;
+                let sandbox = p.sandbox.as_ref().map(|s| self.sandbox(s)).transpose()?;
                 Arc::new(
                     CommandProvider::new(
                         name,

@@ -267,7 +267,12 @@ pub fn person_reply(
     if stored.state != RunState::AwaitingInput {
         return Err(StoreError::NotAwaiting { run_id: run_id.clone(), state: stored.state }.into());
     }
-    if stored.spec.get("workspace").is_some_and(|w| !w.is_null()) {
+    // The request as it was stored, read as the one request type (never by key).
+    let spec = <RunSpec as serde::Deserialize>::deserialize(&stored.spec).map_err(|e| ConfigError::Invalid {
+        key: "spec".into(),
+        message: format!("the stored spec of run `{run_id}` cannot be read: {e}"),
+    })?;
+    if spec.workspace.is_some() {
         // Its artifact is a working directory only `redraft until` reads, and that process
         // asks its person itself: an answer from here would leave the run where nothing runs it.
         return Err(agent_mode(run_id).into());
@@ -281,11 +286,7 @@ pub fn person_reply(
         .into());
     }
     let question = stored.result.as_ref().and_then(|r| r.escalation.as_ref()).map(|e| e.question.clone());
-    let spec_max = stored.spec.get("max_iterations").and_then(serde_json::Value::as_u64);
-    let max_iterations = match max_iterations {
-        Some(n) => n,
-        None => spec_max.and_then(|n| u32::try_from(n).ok()).unwrap_or(setup.config.policy.max_iterations),
-    };
+    let max_iterations = max_iterations.or(spec.max_iterations).unwrap_or(setup.config.policy.max_iterations);
     if max_iterations == 0 || max_iterations > setup.ceilings.max_iterations {
         return Err(ConfigError::Invalid {
             key: "max_iterations".into(),

@@ -16,6 +16,9 @@ pub use until::{OnCap, UntilArgs};
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use redraft::core::Directive;
+use redraft::sandbox::Sandbox;
+use redraft::spec::{ArtifactExt, SandboxRequest};
 
 /// Bounded generate → check → feed back → retry loops around language models.
 #[derive(Debug, Parser)]
@@ -159,4 +162,25 @@ pub enum Progress {
     Auto,
     Always,
     Never,
+}
+
+/// `--sandbox NAME|JSON`, read once where the command line is: text that starts with `{` is an
+/// inline spec, anything else the name of a `[sandboxes.NAME]`.
+fn sandbox(text: &str) -> Result<SandboxRequest, String> {
+    if text.trim_start().starts_with('{') {
+        return serde_json::from_str::<Sandbox>(text).map(SandboxRequest::Inline).map_err(|e| {
+            format!("the inline sandbox spec is invalid: {e}\nhint: e.g. '{{\"network\": false, \"cpu_seconds\": 60}}'")
+        });
+    }
+    Ok(SandboxRequest::Named(text.to_owned()))
+}
+
+/// `--eval DIRECTIVE`.
+fn directive(text: &str) -> Result<Directive, String> {
+    text.parse().map_err(|e: redraft::core::DirectiveError| e.to_string())
+}
+
+/// `--artifact-ext EXT`.
+fn artifact_ext(text: &str) -> Result<ArtifactExt, String> {
+    ArtifactExt::try_from(text.to_owned())
 }

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
+use redraft::core::Directive;
+use redraft::spec::{ArtifactExt, SandboxRequest};
 
 use super::{FormatArgs, PolicyArgs, Progress};
 
@@ -35,13 +37,13 @@ pub struct RunArgs {
     /// An evaluator directive; repeat for several (all must pass, the score is the lowest):
     /// `schema:PATH`, `kind:NAME`, `exec:CMD` (`{artifact}` and `$ARTIFACT` name the artifact
     /// file), `http:URL`, `score:CRITERION` (an LLM judge), `llm:NAME` (a kind, LLM-checked)
-    #[arg(long = "eval", value_name = "DIRECTIVE")]
-    pub evals: Vec<String>,
+    #[arg(long = "eval", value_name = "DIRECTIVE", value_parser = super::directive)]
+    pub evals: Vec<Directive>,
 
     /// The extension of the artifact file that `exec:` evaluators get (`py`, `rs`, …).
     /// By default, `json`, or `txt` with `--text`.
-    #[arg(long, value_name = "EXT")]
-    pub artifact_ext: Option<String>,
+    #[arg(long, value_name = "EXT", value_parser = super::artifact_ext)]
+    pub artifact_ext: Option<ArtifactExt>,
 
     /// The proposer, as `provider/model` (`openai/gpt-4o-mini`, `mock/replies.jsonl`).
     /// By default, `default_model` from the config.
@@ -106,8 +108,8 @@ pub struct RunArgs {
 
     /// Run `exec:` evaluators and command proposers in this sandbox: a `[sandboxes.NAME]` from
     /// the config, or inline JSON such as '{"network": false, "cpu_seconds": 60}'.
-    #[arg(long, value_name = "NAME|JSON")]
-    pub sandbox: Option<String>,
+    #[arg(long, value_name = "NAME|JSON", value_parser = super::sandbox)]
+    pub sandbox: Option<SandboxRequest>,
 
     /// An agent command that proposes instead of a model (`{prompt}` in its arguments is
     /// replaced by the prompt, which is also on its stdin and in $REDRAFT_PROMPT_FILE).

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
+use redraft::spec::SandboxRequest;
 
 use super::{PolicyArgs, Progress};
 
@@ -28,8 +29,8 @@ pub struct UntilArgs {
 
     /// Run the agent and the verifier in this sandbox: a `[sandboxes.NAME]` from the config,
     /// or inline JSON.
-    #[arg(long, value_name = "NAME|JSON")]
-    pub sandbox: Option<String>,
+    #[arg(long, value_name = "NAME|JSON", value_parser = super::sandbox)]
+    pub sandbox: Option<SandboxRequest>,
 
     #[command(flatten)]
     pub policy: PolicyArgs,

@@ -4,13 +4,13 @@ use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
 use redraft::config::Config;
+use redraft::core::Directive;
 use redraft::core::duration;
 use redraft::eval::kind::Kinds;
 use redraft::queue::Worker;
 use redraft::recorder::{self, Start};
 use redraft::spec::Directives;
 use redraft::{PromptStyle, RunSpec, SpecSetup, Strategy};
-use serde_json::Value;
 
 use super::{Outcome, after_run, cancel_on_ctrl_c, progress_lines};
 use crate::args::{PolicyArgs, PromptStyleArg, RunArgs, StrategyArg};
@@ -46,15 +46,15 @@ pub async fn run(args: RunArgs, config_path: Option<&std::path::Path>) -> Result
 
 /// The run spec the flags describe (what is stored, so `runs resume` can continue it).
 fn spec_from_args(args: &RunArgs) -> Result<RunSpec> {
-    let mut evaluator: Vec<String> = args.schemas.iter().map(|p| format!("schema:{}", p.display())).collect();
-    // Parsed, with everything else the spec names, where it is prepared.
+    let mut evaluator: Vec<Directive> =
+        args.schemas.iter().map(|p| Directive::Schema(p.display().to_string())).collect();
     evaluator.extend(args.evals.iter().cloned());
     let mut spec = RunSpec {
         prompt: input::text_or_file(&args.prompt, "prompt")?,
         system: args.system.as_deref().map(|s| input::text_or_file(s, "system")).transpose()?,
         context: args.context.as_deref().map(input::context).transpose()?,
         kind: args.kind.clone(),
-        evaluator: (!evaluator.is_empty()).then_some(Directives::Many(evaluator)),
+        evaluator: Directives::from(evaluator),
         model: args.model.clone(),
         text: args.text,
         prompt_style: args.prompt_style.map(|s| match s {
@@ -69,7 +69,7 @@ fn spec_from_args(args: &RunArgs) -> Result<RunSpec> {
         artifact_ext: args.artifact_ext.clone(),
         check_formats: args.formats.check_formats(),
         coerce: args.strict.then_some(false),
-        sandbox: args.sandbox.as_deref().map(sandbox_value),
+        sandbox: args.sandbox.clone(),
         agent: (!args.agent.is_empty()).then(|| args.agent.clone()),
         on_escalation: args.await_answer.then_some(redraft::core::OnEscalation::Await),
         ..RunSpec::default()
@@ -79,11 +79,6 @@ fn spec_from_args(args: &RunArgs) -> Result<RunSpec> {
         return Err(anyhow!("the prompt is empty\nhint: pass `--prompt TEXT` or `--prompt @FILE`"));
     }
     Ok(spec)
-}
-
-/// `--sandbox NAME|JSON` as a spec holds it: inline JSON, or a name from the config.
-pub(crate) fn sandbox_value(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
 }
 
 /// The policy flags, onto a spec.

@@ -36,7 +36,7 @@ pub fn run(args: ValidateArgs, config_path: Option<&Path>) -> Result<Outcome> {
         }
         (None, None) => return Err(anyhow!("give `--schema FILE` or `--kind NAME`")),
     };
-    let context = args.context.as_deref().map(input::context).transpose()?.unwrap_or(Value::Object(Default::default()));
+    let context = Value::Object(args.context.as_deref().map(input::context).transpose()?.unwrap_or_default());
     let text = input::file_or_stdin(args.input.as_deref(), "document")?;
     let issues = match extract::extract(&text) {
         Ok(found) => check(&found.value, &context),

@@ -36,7 +36,7 @@ use self::protect::{ProtectEvaluator, Protected};
 use self::report::IterationReport;
 use self::workspace::Workspace;
 use crate::args::{OnCap, UntilArgs};
-use crate::commands::run::{apply_policy_flags, sandbox_value};
+use crate::commands::run::apply_policy_flags;
 use crate::commands::{Outcome, after_run, cancel_on_ctrl_c, progress_lines};
 use crate::input;
 
@@ -80,7 +80,7 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
         prompt: task_text,
         agent: Some(args.agent.clone()),
         text: true,
-        sandbox: args.sandbox.as_deref().map(sandbox_value),
+        sandbox: args.sandbox.clone(),
         on_escalation: (args.on_cap == OnCap::Ask).then_some(OnEscalation::Await),
         workspace: Some(WorkspaceSpec {
             verify: args.verify.clone(),

@@ -19,9 +19,13 @@ fn fake_python(dir: &Path) {
 }
 
 async fn client(model: &FakeOpenAi, work: &Path) -> Client {
+    client_with(model, work, "schema_dir = \".\"\n").await
+}
+
+async fn client_with(model: &FakeOpenAi, work: &Path, server: &str) -> Client {
     let allow = EXEC_ALLOW.iter().map(|e| format!("'{}'", e.replace('\'', "\\'"))).collect::<Vec<_>>().join(", ");
     let cfg = config(&format!(
-        "default_model = \"fake/small\"\n[server]\nexec_allow = [{allow}]\nhttp_allow = [\"http://127.0.0.1:9/ok/*\"]\n[providers.fake]\ntype = \"openai\"\nbase_url = \"{}\"\n",
+        "default_model = \"fake/small\"\n[server]\nexec_allow = [{allow}]\nhttp_allow = [\"http://127.0.0.1:9/ok/*\"]\n{server}[providers.fake]\ntype = \"openai\"\nbase_url = \"{}\"\n",
         model.base_url()
     ));
     let setup = redraft_mcp::McpSetup::new(cfg, work.to_owned()).unwrap();
@@ -88,6 +92,15 @@ async fn files_urls_models_and_sandboxes_a_request_names_are_refused_over_mcp() 
         let err = client.error("iterate", args.clone()).await;
         assert!(err.contains("not allowed over MCP") && err.contains("hint:"), "{args}: {err}");
         assert!(!err.contains("root:"), "{args}: the file's content leaked: {err}");
+    }
+    // Without a `schema_dir`, no file is read for a request, not even one in the working
+    // directory (`creds.json` could be any JSON file the server can read).
+    std::fs::write(work.path().join("creds.json"), r#"{"api_key": "sk-do-not-show"}"#).unwrap();
+    let mut client = client_with(&model, work.path(), "").await;
+    for file in ["creds.json", "ok.json", "./ok.json"] {
+        let err = client.error("iterate", json!({"prompt": "x", "evaluator": format!("schema:{file}")})).await;
+        assert!(err.contains("not allowed over MCP") && err.contains("schema_dir"), "{file}: {err}");
+        assert!(!err.contains("sk-do-not-show"), "{file}: the file's content leaked: {err}");
     }
     assert_eq!(model.calls().await, 0, "nothing was sent to the model");
 }

@@ -154,7 +154,14 @@ async fn malformed_requests_are_400_naming_the_problem_and_nothing_is_run() {
         (r#"{"prompt": "x", "max_iteration": 3}"#, "unknown field `max_iteration`"),
         (r#"{"system": "x"}"#, "missing field `prompt`"),
         (r#"{"prompt": "  "}"#, "the prompt is empty"),
-        (r#"{"prompt": "x", "context": [1]}"#, "`context` is invalid: must be a JSON object"),
+        (r#"{"prompt": "x", "context": [1]}"#, "`context`: must be a JSON object"),
+        (r#"{"prompt": "x", "sandbox": 7}"#, "`sandbox`: invalid type"),
+        // A sandbox written as text is a name, never a spec read again.
+        (
+            r#"{"prompt": "x", "sandbox": "{\"env\": [\"OPENAI_API_KEY\"], \"workdir\": \"/etc\"}"}"#,
+            "no sandbox is named",
+        ),
+        (r#"{"prompt": "x", "artifact_ext": "../x"}"#, "is not a file extension"),
         (r#"{"prompt": "x", "max_iterations": 0}"#, "`max_iterations` = `0` is invalid"),
         (r#"{"prompt": "x", "evaluator": "nope:x"}"#, "nope:x"),
         (r#"{"prompt": "x", "model": "nope/x"}"#, "unknown provider `nope`"),

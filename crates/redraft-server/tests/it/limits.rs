@@ -291,7 +291,9 @@ async fn a_ref_in_an_allowed_schema_file_cannot_reach_outside_the_working_direct
     std::fs::write(served.join("schemas/linked.json"), r#"{"$ref": "link.json"}"#).unwrap();
     std::fs::write(served.join("schemas/city.json"), crate::CITY_SCHEMA).unwrap();
     std::fs::write(served.join("schemas/order.json"), r#"{"$ref": "city.json"}"#).unwrap();
-    let config = crate::config(&model.base_url(), root.path());
+    let mut config = crate::config(&model.base_url(), root.path());
+    // Schema files are read for a request only under `schema_dir`: here, the whole directory.
+    config.server.schema_dir = Some(".".into());
     let store = redraft::store::open(&config).await.unwrap();
     let state = redraft_server::AppState::in_dir(config, store, vec![], served).unwrap();
     let h = crate::Harness { app: redraft_server::router(state.clone()), dir: root, model, state };

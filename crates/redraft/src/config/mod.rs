@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 pub use self::layers::{Layer, Loaded};
 pub use self::sections::{ProviderConfig, ProviderType, QueueConfig, ServerConfig, TelemetryConfig};
 use crate::error::ConfigError;
+use crate::spec::SandboxRequest;
 
 /// The whole config file. Every key is optional.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -148,33 +149,26 @@ impl Config {
         }
     }
 
-    /// A sandbox spec: inline JSON (`{"network": false}`) or the name of a `[sandboxes.NAME]`.
-    /// The spec is refused up front when it asks for isolation that bubblewrap provides and
-    /// `bwrap` cannot run here: nothing is ever run unsandboxed when isolation was asked for.
-    pub fn sandbox(&self, spec: &str) -> Result<Sandbox, ConfigError> {
-        let sandbox = self.sandbox_spec(spec)?;
+    /// The sandbox `request` names: a `[sandboxes.NAME]`, or the inline spec itself. A name
+    /// is only ever looked up. The sandbox is refused up front when it asks for isolation that
+    /// bubblewrap provides and `bwrap` cannot run here: nothing is ever run unsandboxed when
+    /// isolation was asked for.
+    pub fn sandbox(&self, request: &SandboxRequest) -> Result<Sandbox, ConfigError> {
+        let sandbox = match request {
+            SandboxRequest::Inline(spec) => spec.clone(),
+            SandboxRequest::Named(name) => self.sandboxes.get(name).cloned().ok_or_else(|| ConfigError::Invalid {
+                key: "sandbox".into(),
+                message: format!(
+                    "no sandbox is named `{name}`; define `[sandboxes.{name}]` in redraft.toml, or give an inline spec as an object such as {{\"network\": false}}"
+                ),
+            })?,
+        };
         if let Some(wants) = sandbox.needs_bwrap()
             && !redraft_sandbox::bwrap_available()
         {
             return Err(ConfigError::Sandbox(redraft_sandbox::SandboxError::BwrapMissing { wants }));
         }
         Ok(sandbox)
-    }
-
-    fn sandbox_spec(&self, spec: &str) -> Result<Sandbox, ConfigError> {
-        let spec = spec.trim();
-        if spec.starts_with('{') {
-            return serde_json::from_str(spec).map_err(|e| ConfigError::Invalid {
-                key: "sandbox".into(),
-                message: format!("the inline sandbox spec is invalid: {e}"),
-            });
-        }
-        self.sandboxes.get(spec).cloned().ok_or_else(|| ConfigError::Invalid {
-            key: "sandbox".into(),
-            message: format!(
-                "no sandbox is named `{spec}`; define `[sandboxes.{spec}]` in redraft.toml or pass an inline JSON spec such as '{{\"network\": false}}'"
-            ),
-        })
     }
 }
 

@@ -8,6 +8,8 @@ use redraft_core::Ceilings;
 use redraft_core::duration::serde_human;
 use serde::{Deserialize, Serialize};
 
+use crate::spec::SandboxRequest;
+
 /// `[queue]`: how `serve` and `worker` processes share the stored runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -90,6 +92,11 @@ pub struct ServerConfig {
     /// Command providers (`[providers.NAME]` with `type = "command"`) requests may use as their
     /// model. By default, none.
     pub command_providers: Vec<String>,
+    /// The directory `schema:PATH` directives from a request are read under (relative to the
+    /// server's working directory, or absolute): `PATH` must be relative and resolve, symbolic
+    /// links included, inside it. By default, none: a request may not name a schema file (it
+    /// sends its schema inline).
+    pub schema_dir: Option<PathBuf>,
     /// Host names (or addresses) the server answers to besides loopback (`localhost`,
     /// `127.0.0.1`, `[::1]`), on any port: names a reverse proxy or `/etc/hosts` gives it.
     /// Without tokens a request naming any other `Host` is refused (421), which shuts out DNS
@@ -114,6 +121,7 @@ impl Default for ServerConfig {
             exec_allow: Vec::new(),
             http_allow: Vec::new(),
             command_providers: Vec::new(),
+            schema_dir: None,
             allowed_hosts: Vec::new(),
             cors_origins: Vec::new(),
             ceilings: Ceilings::default(),
@@ -148,8 +156,9 @@ pub struct ProviderConfig {
     pub command: Option<String>,
     /// `command` only: where the agent runs. By default, the current directory.
     pub workdir: Option<PathBuf>,
-    /// `command` only: a sandbox name from `[sandboxes]`, or an inline JSON spec.
-    pub sandbox: Option<String>,
+    /// `command` only: a sandbox name from `[sandboxes]` (a string), or an inline spec (a
+    /// table, `sandbox = { network = false }`).
+    pub sandbox: Option<SandboxRequest>,
     /// One HTTP request's limit. By default, the policy's `attempt_timeout`.
     #[serde(default, with = "redraft_core::duration::serde_human::option")]
     pub request_timeout: Option<Duration>,

@@ -34,6 +34,7 @@ pub use self::url::{Url, UrlAllowList, UrlRefusal};
 use crate::config::{Config, ProviderType, ServerConfig};
 use crate::error::ConfigError;
 use crate::model::Model;
+use crate::spec::SandboxRequest;
 
 /// Who is asking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -106,6 +107,8 @@ pub struct Guard {
     commands: CommandAllowList,
     urls: UrlAllowList,
     command_providers: Vec<String>,
+    /// Where `schema:` files of a request are read (`[server] schema_dir`); none: no file.
+    schema_dir: Option<PathBuf>,
 }
 
 impl Guard {
@@ -116,6 +119,7 @@ impl Guard {
             commands: CommandAllowList::default(),
             urls: UrlAllowList::default(),
             command_providers: Vec::new(),
+            schema_dir: None,
         }
     }
 
@@ -130,6 +134,7 @@ impl Guard {
             commands: CommandAllowList::parse(&server.exec_allow).map_err(|e| invalid("server.exec_allow", &e))?,
             urls: UrlAllowList::parse(&server.http_allow).map_err(|e| invalid("server.http_allow", &e))?,
             command_providers: server.command_providers.clone(),
+            schema_dir: server.schema_dir.clone(),
         })
     }
 
@@ -201,16 +206,28 @@ impl Guard {
     }
 
     /// The schema file a `schema:PATH` directive reads: the path as given locally; over the
-    /// network, a relative path resolved (symbolic links included) under `workdir`.
+    /// network, a relative path resolved (symbolic links included) under the configured
+    /// `schema_dir` (itself relative to `workdir`), and nothing at all without one.
     pub fn schema_file(&self, path: &Path, workdir: &Path) -> Result<PathBuf, ConfigError> {
         if self.is_local() {
             return Ok(path.to_owned());
         }
+        let what = || format!("`schema:{}`", path.display());
+        let Some(dir) = &self.schema_dir else {
+            return Err(self.refuse(
+                Refused::SchemaFile,
+                what(),
+                "no schema file may be read for a request: the server's `schema_dir` is not set; send the schema inline (`schema`), or set `[server] schema_dir` to a directory of schemas",
+            ));
+        };
         let refuse = || {
             self.refuse(
                 Refused::SchemaFile,
-                format!("`schema:{}`", path.display()),
-                "a schema file must be a relative path inside the server's working directory; or send the schema inline",
+                what(),
+                format!(
+                    "a schema file must be a relative path inside the server's `schema_dir` (`{}`); or send the schema inline",
+                    dir.display()
+                ),
             )
         };
         if !path.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
@@ -218,12 +235,18 @@ impl Guard {
         {
             return Err(refuse());
         }
-        let root = workdir.canonicalize().map_err(|_| refuse())?;
-        match root.join(path).canonicalize() {
-            Ok(resolved) if resolved.starts_with(&root) => Ok(resolved),
+        let root = workdir.join(dir).canonicalize().map_err(|_| refuse())?;
+        let inside = |p: &Path| p.starts_with(&root) && p != root;
+        let wanted = root.join(path);
+        match wanted.canonicalize() {
+            Ok(resolved) if inside(&resolved) => Ok(resolved),
             Ok(_) => Err(refuse()),
-            // Missing: the schema evaluator reports it as it would locally.
-            Err(_) => Ok(root.join(path)),
+            // Missing: the schema evaluator reports it as it would locally, when the directory
+            // it would be in is inside the root (so nothing is said of a file elsewhere).
+            Err(_) => match wanted.parent().map(Path::canonicalize) {
+                Some(Ok(parent)) if parent == root || inside(&parent) => Ok(wanted),
+                _ => Err(refuse()),
+            },
         }
     }
 
@@ -275,22 +298,26 @@ impl Guard {
         ))
     }
 
-    /// The sandbox `exec:` commands and command proposers run in: the requested one, checked;
-    /// over the network, a clean environment at least (no variables of the server's reach the
-    /// command but `PATH`, `HOME` and `LANG`).
-    pub fn sandbox(&self, requested: Option<Sandbox>, inline: bool) -> Result<Option<Sandbox>, ConfigError> {
-        if self.is_local() {
-            return Ok(requested);
-        }
-        match requested {
-            Some(s) if inline && (!s.env.is_empty() || s.workdir.is_some()) => Err(self.refuse(
+    /// The sandbox `exec:` commands and command proposers run in: the requested one (a
+    /// configured name looked up, an inline spec as given), checked; over the network, a clean
+    /// environment at least (no variables of the server's reach the command but `PATH`, `HOME`
+    /// and `LANG`), and an inline spec may only tighten limits: the variables it passes and the
+    /// working directory are the operator's to name, in a `[sandboxes.NAME]`.
+    pub fn sandbox(&self, config: &Config, requested: Option<&SandboxRequest>) -> Result<Option<Sandbox>, ConfigError> {
+        let Some(requested) = requested else {
+            return Ok((!self.is_local()).then(Sandbox::default));
+        };
+        if !self.is_local()
+            && let SandboxRequest::Inline(spec) = requested
+            && (!spec.env.is_empty() || spec.workdir.is_some())
+        {
+            return Err(self.refuse(
                 Refused::Sandbox,
                 "an inline sandbox with `env` or `workdir`".into(),
                 "an inline sandbox may only tighten limits; name a `[sandboxes.NAME]` from the server's config to pass variables through or change the working directory",
-            )),
-            Some(s) => Ok(Some(s)),
-            None => Ok(Some(Sandbox::default())),
+            ));
         }
+        config.sandbox(requested).map(Some)
     }
 }
 
@@ -326,15 +353,39 @@ mod tests {
     }
 
     #[test]
-    fn schema_files_stay_under_the_working_directory() {
+    fn schema_files_stay_under_the_schema_directory() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("schemas")).unwrap();
         std::fs::write(dir.path().join("schemas/p.json"), "{}").unwrap();
+        std::fs::write(dir.path().join("creds.json"), "{\"key\": \"sk-secret\"}").unwrap();
         std::os::unix::fs::symlink("/etc/passwd", dir.path().join("schemas/link.json")).unwrap();
+        std::os::unix::fs::symlink("../creds.json", dir.path().join("schemas/up.json")).unwrap();
+        // No `schema_dir`: no file at all, not even one in the working directory.
         let g = Guard::network(Face::Http, &ServerConfig::default()).unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        assert_eq!(g.schema_file(Path::new("schemas/p.json"), dir.path()).unwrap(), root.join("schemas/p.json"));
-        for refused in ["/etc/passwd", "../x.json", "schemas/../../x.json", "schemas/link.json", ""] {
+        for refused in ["creds.json", "schemas/p.json"] {
+            let err = g.schema_file(Path::new(refused), dir.path()).unwrap_err();
+            assert!(matches!(err, ConfigError::NotAllowed { refused: Refused::SchemaFile, .. }), "{refused}: {err}");
+            assert!(err.to_string().contains("schema_dir"), "{err}");
+        }
+        let server = ServerConfig { schema_dir: Some("schemas".into()), ..ServerConfig::default() };
+        let g = Guard::network(Face::Http, &server).unwrap();
+        let root = dir.path().join("schemas").canonicalize().unwrap();
+        assert_eq!(g.schema_file(Path::new("p.json"), dir.path()).unwrap(), root.join("p.json"));
+        assert_eq!(g.schema_file(Path::new("./p.json"), dir.path()).unwrap(), root.join("p.json"));
+        std::os::unix::fs::symlink("/etc", dir.path().join("schemas/etc")).unwrap();
+        assert_eq!(g.schema_file(Path::new("missing.json"), dir.path()).unwrap(), root.join("missing.json"));
+        for refused in [
+            "/etc/passwd",
+            "../creds.json",
+            "x/../../creds.json",
+            "link.json",
+            "up.json",
+            "",
+            ".",
+            "schemas/p.json/..",
+            "etc/passwd",
+            "etc/no-such-file.json",
+        ] {
             let err = g.schema_file(Path::new(refused), dir.path()).unwrap_err();
             assert!(matches!(err, ConfigError::NotAllowed { refused: Refused::SchemaFile, .. }), "{refused}: {err}");
         }

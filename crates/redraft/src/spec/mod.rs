@@ -3,7 +3,9 @@
 //! request, what `redraft run` and `redraft until` store so that a run can be resumed. A spec is
 //! turned into a runner and a task in one place (`prepare`).
 
+mod fields;
 mod prepare;
+mod words;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,59 +18,54 @@ use redraft_eval::kind::Kinds;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use self::fields::{ArtifactExt, Directives, SandboxRequest};
 pub use self::prepare::{PreparedRun, WorkspaceSpec};
 use crate::config::Config;
 use crate::error::ConfigError;
 use crate::guard::Guard;
 
-/// One evaluator directive or several.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(untagged)]
-pub enum Directives {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl Directives {
-    fn iter(&self) -> impl Iterator<Item = &String> {
-        let v: Vec<&String> = match self {
-            Directives::One(s) => vec![s],
-            Directives::Many(v) => v.iter().collect(),
-        };
-        v.into_iter()
-    }
-}
-
 /// What a run is asked to do, and within which limits. Every field but `prompt` is optional;
 /// what is left out comes from the config.
+///
+/// The one wire type of a run request: the body of the HTTP API, the proxy's run options, the
+/// MCP `iterate` arguments and the request a queued run is stored with all deserialize into
+/// it, and each field is a typed value when it is read (see [`SandboxRequest`],
+/// [`Directives`], [`ArtifactExt`]): nothing reads a request as JSON by key afterwards.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunSpec {
-    /// The task.
+    /// The task for the model.
     pub prompt: String,
+    /// A system message for the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<String>,
-    /// A JSON object shown to the proposer and to evaluators (rules read it as `context`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<Value>,
-    /// A registered kind (`target_type` is accepted too): its schema, rules and LLM check.
+    /// A JSON object shown to the model and to the checks (a kind's rules read it as
+    /// `context`, e.g. the contract a fill is for).
+    #[serde(default, deserialize_with = "fields::object", skip_serializing_if = "Option::is_none")]
+    pub context: Option<serde_json::Map<String, Value>>,
+    /// A registered kind (artifact type) to produce, checked by its JSON Schema and rules
+    /// (`target_type` is accepted too).
     #[serde(default, alias = "target_type", skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
-    /// An inline JSON Schema.
+    /// An inline JSON Schema the answer must match.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<Value>,
-    /// Evaluator directives: `schema:PATH`, `kind:NAME`, `exec:CMD`, `http:URL`,
-    /// `score:CRITERION`, `llm:NAME`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub evaluator: Option<Directives>,
-    /// A named provider from the config; with `model`, the proposer is `provider/model`.
+    /// Evaluator directive(s), all of which must pass: `kind:NAME`, `schema:PATH`, `exec:CMD`
+    /// (over the network, only commands the server allows), `http:URL`, `score:CRITERION` (an
+    /// LLM judge), `llm:NAME`.
+    #[serde(default, skip_serializing_if = "Directives::is_empty")]
+    pub evaluator: Directives,
+    /// A provider named in the config; `model` is then that provider's model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
-    /// `provider/model`, or a bare model for `provider` (or the default provider).
+    /// The model, as `provider/model` (`openai/gpt-4o-mini`, `ollama/qwen3`), or a bare model
+    /// for `provider` (or the default provider); by default the config's `default_model`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Sampling temperature, in [0, 2].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
+    /// Output token limit per attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
     /// The backend's own parameters, in OpenAI's names (`{"top_p": 0.9, "stop": ["END"],
@@ -76,48 +73,61 @@ pub struct RunSpec {
     /// Ollama; one a provider cannot take is refused by name before anything is sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters: Option<serde_json::Map<String, Value>>,
+    /// Attempts at most (by default the config's, 3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_iterations: Option<u32>,
+    /// The score in [0, 1] at or above which an answer passes (by default 1.0, or 0.9 with a
+    /// scoring evaluator).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub success_threshold: Option<f64>,
+    /// Halt after this many attempts in a row that do not improve the best score (by default
+    /// off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patience: Option<u32>,
+    /// Halt before an attempt that would take spending past this many USD (needs the model's
+    /// price in the config; `max_budget` is accepted too).
     #[serde(default, alias = "max_budget", skip_serializing_if = "Option::is_none")]
     pub max_budget_usd: Option<f64>,
-    /// `"90s"`, `"5m"` or seconds.
+    /// Halt after this long, cancelling the attempt in flight: `"90s"`, `"5m"` or seconds.
     #[serde(default, with = "serde_human::option", skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<String>")]
+    #[schemars(schema_with = "words::duration")]
     pub max_wall_time: Option<Duration>,
-    /// Per attempt (`timeout` is accepted too): `"120s"` or seconds.
+    /// The limit of one attempt (by default 120 s): `"120s"` or seconds (`timeout` is accepted
+    /// too).
     #[serde(default, alias = "timeout", with = "serde_human::option", skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<String>")]
+    #[schemars(schema_with = "words::duration")]
     pub attempt_timeout: Option<Duration>,
+    /// Halt when the same answer comes this many times (0 is off; by default 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat_limit: Option<u32>,
-    /// `"await"`: a run that would fail waits for a person's answer instead (`"fail"`: it fails).
+    /// What a run that would fail does: `fail` (by default, the config's `on_escalation`) or
+    /// `await`: it stops awaiting a person's answer (the run is kept in the store).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<String>")]
+    #[schemars(schema_with = "words::on_escalation")]
     pub on_escalation: Option<OnEscalation>,
-    /// Evaluate the raw text instead of extracting JSON.
+    /// Check the raw text instead of a JSON value extracted from it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub text: bool,
-    /// `schema`, `example` or `both`.
+    /// How the expected shape is shown to the model: `schema`, `example` or `both` (by
+    /// default the config's, `both`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<String>")]
+    #[schemars(schema_with = "words::prompt_style")]
     pub prompt_style: Option<PromptStyle>,
     /// How a model is asked again: `conversation` or `fresh`. By default, the config's
     /// `strategy` (`conversation`); agent commands always get a fresh prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<String>")]
+    #[schemars(schema_with = "words::strategy")]
     pub strategy: Option<Strategy>,
-    /// The artifact file's extension for `exec:` evaluators.
+    /// The artifact file's extension for `exec:` evaluators (`py`, `rs`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub artifact_ext: Option<String>,
-    /// A sandbox for `exec:` evaluators and command proposers: a name from the config or an
-    /// inline spec.
+    pub artifact_ext: Option<ArtifactExt>,
+    /// A sandbox for `exec:` evaluators and command proposers: the name of a
+    /// `[sandboxes.NAME]` in the config (a string), or an inline spec (an object such as
+    /// `{"network": false}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sandbox: Option<Value>,
-    /// An agent command that proposes instead of a model (local faces only).
+    pub sandbox: Option<SandboxRequest>,
+    /// An agent command that proposes instead of a model (the local CLI only; refused over the
+    /// network).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<Vec<String>>,
     /// Earlier turns of a conversation (`[{"role": "user"|"assistant", "content": "…"}]`), sent
@@ -198,18 +208,8 @@ impl RunSpec {
     }
 
     /// The directives this spec names, `kind` first.
-    pub fn directives(&self) -> Result<Vec<Directive>, ConfigError> {
-        let mut out = Vec::new();
-        if let Some(kind) = &self.kind {
-            out.push(Directive::Kind(kind.clone()));
-        }
-        for text in self.evaluator.iter().flat_map(Directives::iter) {
-            out.push(
-                text.parse::<Directive>()
-                    .map_err(|e| ConfigError::Invalid { key: "evaluator".into(), message: e.to_string() })?,
-            );
-        }
-        Ok(out)
+    pub fn directives(&self) -> Vec<Directive> {
+        self.kind.iter().map(|kind| Directive::Kind(kind.clone())).chain(self.evaluator.iter().cloned()).collect()
     }
 
     /// The `provider/model` name this spec asks for.
@@ -271,7 +271,7 @@ mod tests {
         assert_eq!(spec.max_budget_usd, Some(0.5));
         assert_eq!(spec.attempt_timeout, Some(Duration::from_secs(30)));
         assert_eq!(spec.model_name(&Config::default()).unwrap(), "ollama_cloud/kimi-k2.6");
-        let d = spec.directives().unwrap();
+        let d = spec.directives();
         assert_eq!(d.len(), 3);
         let p = spec.policy(&Policy::default());
         assert_eq!((p.max_iterations, p.max_wall_time), (4, Some(Duration::from_secs(90))));

@@ -98,11 +98,6 @@ impl RunSpec {
         if self.prompt.trim().is_empty() {
             return Err(ConfigError::Invalid { key: "prompt".into(), message: "the prompt is empty".into() });
         }
-        if let Some(c) = &self.context
-            && !c.is_object()
-        {
-            return Err(ConfigError::Invalid { key: "context".into(), message: "must be a JSON object".into() });
-        }
         // A submitted run waits for its submitter, whose time and money are its own: only what
         // the spec says of it applies (the count, the threshold), not the config's limits on
         // calls to a model.
@@ -110,25 +105,7 @@ impl RunSpec {
             Proposer::Named => self.bounded_policy(setup),
             Proposer::Submitted => self.policy(&Policy::default()),
         };
-        if let Some(ext) = &self.artifact_ext {
-            let ext = ext.trim_start_matches('.');
-            if ext.is_empty()
-                || ext.len() > 16
-                || !ext.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-            {
-                return Err(ConfigError::Invalid {
-                    key: "artifact_ext".into(),
-                    message: format!(
-                        "`{ext}` is not a file extension; use letters, digits, `_` or `-` (at most 16), e.g. `py`"
-                    ),
-                });
-            }
-        }
-        let sandbox = match &self.sandbox {
-            None => setup.guard.sandbox(None, false)?,
-            Some(Value::String(name)) => setup.guard.sandbox(Some(config.sandbox(name)?), false)?,
-            Some(inline) => setup.guard.sandbox(Some(config.sandbox(&inline.to_string())?), true)?,
-        };
+        let sandbox = setup.guard.sandbox(config, self.sandbox.as_ref())?;
         if self.workspace.is_some() {
             setup.guard.agent()?;
             if self.agent.as_ref().is_none_or(Vec::is_empty) {
@@ -209,12 +186,12 @@ impl RunSpec {
             workdir: setup.workdir.clone(),
             sandbox: sandbox.clone(),
             timeout: policy.attempt_timeout,
-            artifact_ext: self.artifact_ext.clone(),
+            artifact_ext: self.artifact_ext.as_ref().map(|e| e.as_str().to_owned()),
             guard: setup.guard.clone(),
             kinds: setup.kinds.clone(),
             formats,
         };
-        let built = evaluators::build(&self.directives()?, &evaluator_setup)?;
+        let built = evaluators::build(&self.directives(), &evaluator_setup)?;
         for evaluator in built.evaluators {
             builder = builder.evaluator(evaluator);
         }
@@ -227,8 +204,12 @@ impl RunSpec {
                 builder = builder.example(example.clone());
             }
         }
-        let task =
-            Task { prompt, system: self.system.clone(), context: self.context.clone(), turns: self.turns.clone() };
+        let task = Task {
+            prompt,
+            system: self.system.clone(),
+            context: self.context.clone().map(Value::Object),
+            turns: self.turns.clone(),
+        };
         Ok(PreparedRun { runner: builder.build()?, task, agent, sandbox })
     }
 }

@@ -10,3 +10,4 @@ mod paused;
 mod schema;
 mod transport;
 mod typed;
+mod wire;
