@@ -16,7 +16,7 @@ use crate::capture::{self, Stream};
 use crate::control::Supervised;
 use crate::gate;
 use crate::limits::Limits;
-use crate::supervisor::Plan;
+use crate::supervisor::{Inherit, Plan};
 use crate::{Command, Output, Program, SandboxError, sys};
 
 /// How long output is still read after the supervisor is gone. Pipes normally reach end-of-file
@@ -147,6 +147,8 @@ struct Launch {
     /// `Some`: clear the environment and start from these variables.
     clean_env: Option<Vec<(OsString, OsString)>>,
     limits: Limits,
+    /// The descriptors above stderr the program inherits.
+    inherit: Inherit,
 }
 
 impl Launch {
@@ -193,6 +195,8 @@ impl Launch {
                 tokio::fs::canonicalize(&path).await.map_err(|source| SandboxError::ReadOnlyPath { path, source })?;
             read_only.push(resolved);
         }
+        // With the network off, no descriptor from outside (a connected socket, say) gets in.
+        let inherit = if sandbox.network { Inherit::Open } else { Inherit::Only(None) };
         Ok(Launch {
             args: bwrap::args(sandbox, &workdir, &read_only, argv),
             display: bwrap.display().to_string(),
@@ -200,6 +204,7 @@ impl Launch {
             workdir,
             clean_env: Some(clean_env),
             limits,
+            inherit,
         })
     }
 
@@ -211,7 +216,7 @@ impl Launch {
         limits: Limits,
     ) -> Self {
         let program = argv.remove(0);
-        Launch { program, args: argv, display, workdir, clean_env, limits }
+        Launch { program, args: argv, display, workdir, clean_env, limits, inherit: Inherit::Open }
     }
 
     /// The command to spawn: the supervisor, which forks the program.
@@ -227,7 +232,7 @@ impl Launch {
         // The supervisor leads a new process group, which the command joins: a last resort for
         // redraft, and out of reach of the terminal's Ctrl-C (redraft itself handles that).
         command.process_group(0);
-        sys::supervise_in_child(&mut command, Plan::new(cmd.kill_grace, self.limits, report.as_raw_fd()));
+        sys::supervise_in_child(&mut command, Plan::new(cmd.kill_grace, self.limits, report.as_raw_fd(), self.inherit));
         command
     }
 }

@@ -33,7 +33,8 @@ pub struct Sandbox {
     /// Largest file the command may write, in MiB (`RLIMIT_FSIZE`). By default, unlimited.
     pub file_size_mb: Option<u64>,
     /// Whether the command may use the network; `false` runs it under bubblewrap with
-    /// `--unshare-net` (only a private loopback). By default, `true`.
+    /// `--unshare-net` (only a private loopback), and no file descriptor of this process but
+    /// stdio reaches it (not even one left without close-on-exec). By default, `true`.
     pub network: bool,
     /// Whether the file system is read-only except the working directory (and a private `/tmp`);
     /// `true` runs the command under bubblewrap. By default, `false`.

@@ -201,6 +201,29 @@ pub(crate) fn close_all_fds_except(keep: RawFd) {
     }
 }
 
+/// Makes every descriptor above stderr close-on-exec except `keep`: across the coming `exec` the
+/// program inherits stdio and `keep`, whatever else this process has open (a descriptor opened
+/// without `O_CLOEXEC` by a library, or inherited by redraft from whoever started it).
+pub(crate) fn inherit_only(keep: Option<RawFd>) -> Result<(), Errno> {
+    // SAFETY: `close_range(2)` with CLOSE_RANGE_CLOEXEC (Linux 5.11+) takes three integers and
+    // only sets the close-on-exec flag of open descriptors.
+    let ret = unsafe {
+        libc::syscall(libc::SYS_close_range, 3 as libc::c_uint, libc::c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC)
+    };
+    if ret == -1 {
+        // Before Linux 5.11: one by one, up to the highest descriptor this process may have.
+        for fd in 3..=fd_limit() {
+            // SAFETY: F_SETFD on a descriptor that is not open fails harmlessly with EBADF.
+            unsafe { libc::fcntl(fd as libc::c_int, libc::F_SETFD, libc::FD_CLOEXEC) };
+        }
+    }
+    if let Some(fd) = keep {
+        // SAFETY: F_SETFD takes an integer flag; it changes only `fd`'s close-on-exec flag.
+        check(unsafe { libc::fcntl(fd, libc::F_SETFD, 0) })?;
+    }
+    Ok(())
+}
+
 /// The soft `RLIMIT_NOFILE`, at most 2^20.
 fn fd_limit() -> libc::c_uint {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };

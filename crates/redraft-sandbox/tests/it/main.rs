@@ -8,6 +8,7 @@
 mod basics;
 mod escape;
 mod kill;
+mod network;
 mod quote;
 mod sandbox;
 
