@@ -13,9 +13,9 @@
 #![allow(unsafe_code)]
 
 use std::ffi::CStr;
-use std::io;
+use std::io::{self, Seek, Write};
 use std::mem::MaybeUninit;
-use std::os::fd::RawFd;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 pub(crate) use libc::{SIGCHLD, SIGCONT, SIGKILL, SIGTERM, SIGUSR1, SIGUSR2};
@@ -387,4 +387,20 @@ pub(crate) fn read_file(path: &CStr, buf: &mut [u8]) -> Result<usize, Errno> {
     // SAFETY: `fd` is ours.
     unsafe { libc::close(fd) };
     Ok(filled)
+}
+
+/// A new file in memory (`memfd_create(2)`, close-on-exec) holding `bytes`, its offset at the
+/// start. Called in the parent, not between `fork` and `exec`.
+pub(crate) fn memory_file(name: &CStr, bytes: &[u8]) -> io::Result<OwnedFd> {
+    // SAFETY: `name` is NUL-terminated; the flag is an integer.
+    let ret = unsafe { libc::syscall(libc::SYS_memfd_create, name.as_ptr(), libc::MFD_CLOEXEC) };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = RawFd::try_from(ret).map_err(|_| io::Error::other("memfd_create returned no descriptor"))?;
+    // SAFETY: `fd` was just created by this call and nothing else owns it.
+    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    file.write_all(bytes)?;
+    file.rewind()?;
+    Ok(file.into())
 }
