@@ -1,8 +1,8 @@
 //! Bubblewrap: finding a working `bwrap` and building its command line.
 //!
-//! The sandboxed command runs as `bwrap [mounts] [--unshare-net --seccomp FD] --unshare-pid
-//! --die-with-parent --chdir WORKDIR -- PROGRAM…`, and `bwrap` is the process the supervisor
-//! forks. Two mechanisms overlap:
+//! The sandboxed command runs as `bwrap [mounts] [--unshare-net --cap-drop ALL --seccomp FD]
+//! --unshare-pid --die-with-parent --chdir WORKDIR -- PROGRAM…`, and `bwrap` is the process the
+//! supervisor forks. Two mechanisms overlap:
 //!
 //! - every process in the sandbox is a descendant of the supervisor, which signals each of them
 //!   (by its pid outside the namespace) at the timeout, on cancellation, and when `bwrap` exits;
@@ -22,7 +22,7 @@
 //! abstract Unix sockets. A network namespace does not cover the file system, though, which the
 //! sandbox shares with the host: a Unix socket bound to a path (D-Bus, `docker.sock`, an
 //! `ssh-agent`, a server's socket in `/tmp` or in the working directory itself) would stay
-//! reachable. So, with the network off, two more things hold:
+//! reachable. So, with the network off, three more things hold:
 //!
 //! - The command runs under a seccomp filter (`--seccomp FD`; see `seccomp.rs`) that lets it
 //!   make no socket able to address a path, wherever the path is: `socket` works only for
@@ -39,6 +39,10 @@
 //!   redraft from whoever started it, gets in. The one exception is the filter's own descriptor,
 //!   a file in memory (`memfd_create`, close-on-exec everywhere else), which `bwrap` reads and
 //!   closes before the command starts.
+//! - The command has no capabilities (`--cap-drop ALL`), also when redraft runs as root. Run by
+//!   root, `bwrap` otherwise leaves the command all of them, and with `CAP_SYS_ADMIN` it could
+//!   unmount the sandbox's `/proc`, find the host's below it and join a host process's network
+//!   namespace (`setns`), network and all.
 //!
 //! What network off does not close: the file system itself, so a file or a FIFO that a host
 //! process reads or writes is still a channel to it; System V and POSIX IPC objects (the sandbox
@@ -160,7 +164,9 @@ pub(crate) fn args(
         push(&[flag.as_ref(), path.as_os_str(), path.as_os_str()]);
     }
     if !sandbox.network {
-        push(&["--unshare-net".as_ref()]);
+        // Run as root, bwrap would leave the command every capability (CAP_SYS_ADMIN among them:
+        // enough to unmount /proc and join the host's network namespace through the host's).
+        push(&["--unshare-net".as_ref(), "--cap-drop".as_ref(), "ALL".as_ref()]);
     }
     if let Some(fd) = filter {
         push(&["--seccomp".as_ref(), fd.to_string().as_ref()]);
@@ -186,7 +192,7 @@ mod tests {
         let args = args(&sandbox, Path::new("/w"), &[PathBuf::from("/art")], Some(7), argv);
         assert_eq!(
             words(&args),
-            "--bind / / --dev /dev --proc /proc --ro-bind /art /art --unshare-net --seccomp 7 --unshare-pid --die-with-parent --chdir /w -- sh -c x"
+            "--bind / / --dev /dev --proc /proc --ro-bind /art /art --unshare-net --cap-drop ALL --seccomp 7 --unshare-pid --die-with-parent --chdir /w -- sh -c x"
         );
     }
 

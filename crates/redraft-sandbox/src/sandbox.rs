@@ -42,7 +42,8 @@ pub struct Sandbox {
     /// `socketpair` only for stream and seqpacket Unix pairs, `io_uring_setup` not at all; the
     /// rest fail with `EPERM`, and a 32-bit or x32 system call kills the process. No file
     /// descriptor of this process but stdio reaches the command (not even one left without
-    /// close-on-exec).
+    /// close-on-exec), and the command has no capabilities, also when redraft runs as root (it
+    /// could otherwise leave the namespace).
     ///
     /// It does not close the file system itself (a file or FIFO a host process reads is still a
     /// channel), nor System V and POSIX IPC. The command cannot serve on a Unix socket of its

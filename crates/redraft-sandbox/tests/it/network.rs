@@ -1,11 +1,12 @@
 //! Network off under bubblewrap: besides TCP and UDP, no Unix socket of the host can be reached
 //! through the file system — not in a temporary directory, not in the command's own working
-//! directory, not under a path bound read-only — and no line to a host process gets in as a
-//! descriptor, while the command keeps `socketpair` and its own loopback. Each test first shows
+//! directory, not under a path bound read-only — no line to a host process gets in as a
+//! descriptor, and no capability lets the command out of its namespace, while it keeps
+//! `socketpair` and its own loopback. Each test first shows
 //! the same attempt succeeding where the restriction does not apply (no sandbox, or a read-only
 //! root with the network on), so it can fail.
 
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Write};
 use std::os::unix::net::{UnixDatagram, UnixListener};
 use std::path::{Path, PathBuf};
 
@@ -342,4 +343,42 @@ async fn a_network_off_command_inherits_no_descriptor_but_stdio() {
         assert_refused(result, &work.path().join("ran"));
     }
     drop((ours, leaked));
+}
+
+/// Whether this test process runs as root (its effective uid, from `/proc/self/status`).
+fn running_as_root() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let uids = status.lines().find_map(|line| line.strip_prefix("Uid:")).unwrap();
+    uids.split_whitespace().nth(1) == Some("0")
+}
+
+#[tokio::test]
+async fn network_off_leaves_the_command_no_capability_to_leave_its_namespace() {
+    let base = Some(env!("CARGO_TARGET_TMPDIR")).filter(|d| !d.starts_with("/tmp")).unwrap_or("/var/tmp");
+    let work = tempfile::tempdir_in(base).unwrap();
+    // With CAP_SYS_ADMIN, unmounting the sandbox's /proc uncovers the host's, whose processes'
+    // network namespaces can be joined.
+    let script = "touch ran; grep CapEff /proc/self/status; umount -l /proc 2>/dev/null && echo proc-unmounted || echo proc-kept";
+    let cmd = |sandbox: Sandbox| Command::shell(script, work.path()).sandbox(sandbox);
+    let read_only_root = Sandbox { read_only_root: true, ..Sandbox::default() };
+    let test = "network_off_leaves_the_command_no_capability_to_leave_its_namespace";
+
+    let result = run(&cmd(read_only_root.clone())).await;
+    if !isolating(test) {
+        assert_refused(result, &work.path().join("ran"));
+        assert_refused(run(&cmd(Sandbox { network: false, ..read_only_root })).await, &work.path().join("ran"));
+        return;
+    }
+    // The check works: as root, bubblewrap with the network on keeps every capability.
+    let output = result.unwrap();
+    if running_as_root() {
+        assert!(output.stdout.ends_with("proc-unmounted\n"), "{output:?}");
+        assert!(!output.stdout.contains("CapEff:\t0000000000000000"), "{output:?}");
+    } else {
+        let _ =
+            writeln!(std::io::stderr(), "note network::{test}: not root, so the check itself was not shown to fail");
+    }
+
+    let output = run(&cmd(Sandbox { network: false, ..read_only_root })).await.unwrap();
+    assert_output(&output, "CapEff:\t0000000000000000\nproc-kept\n");
 }
