@@ -25,9 +25,9 @@
 //! - Everything else is allowed.
 //!
 //! Every other way to a socket starts from one of these: `accept` needs a listening socket, a
-//! descriptor received with `SCM_RIGHTS` needs a connected one, and the processes whose
-//! descriptors `pidfd_getfd` could take are all in the sandbox, under this filter, and start with
-//! nothing but stdio (see `bwrap.rs`).
+//! descriptor received with `SCM_RIGHTS` comes from a peer, which can only be in the sandbox, and
+//! the processes whose descriptors `pidfd_getfd` could take are all in the sandbox, under this
+//! filter, having started with nothing but stdio (see `bwrap.rs`).
 //!
 //! Arguments are checked on their low 32 bits: the kernel takes `domain` and `type` as `int`, so
 //! the high bits of the registers never count.

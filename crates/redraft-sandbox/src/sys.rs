@@ -5,7 +5,8 @@
 //! called, because another thread of the parent may have held any lock (the allocator's among
 //! them) at the moment of the fork. So every wrapper here is one system call, or one function
 //! POSIX lists as async-signal-safe; none takes a lock or allocates, and failures come back as a
-//! bare [`Errno`]. The parent uses the signal functions too.
+//! bare [`Errno`]. The parent uses the signal functions too. One wrapper runs only in the
+//! parent and may allocate: [`memory_file`], which holds the network filter for `bwrap`.
 //!
 //! Every `unsafe` block below is a call into libc with arguments that are plain integers or
 //! pointers to live, correctly typed values owned by the caller; the SAFETY notes say what else
