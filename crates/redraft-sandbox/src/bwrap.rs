@@ -1,8 +1,8 @@
 //! Bubblewrap: finding a working `bwrap` and building its command line.
 //!
-//! The sandboxed command runs as `bwrap [mounts] [--unshare-net] --unshare-pid --die-with-parent
-//! --chdir WORKDIR -- PROGRAM…`, and `bwrap` is the process the supervisor forks. Two mechanisms
-//! overlap:
+//! The sandboxed command runs as `bwrap [mounts] [--unshare-net --cap-drop ALL --seccomp FD]
+//! --unshare-pid --die-with-parent --chdir WORKDIR -- PROGRAM…`, and `bwrap` is the process the
+//! supervisor forks. Two mechanisms overlap:
 //!
 //! - every process in the sandbox is a descendant of the supervisor, which signals each of them
 //!   (by its pid outside the namespace) at the timeout, on cancellation, and when `bwrap` exits;
@@ -14,8 +14,46 @@
 //! One consequence: `bwrap` does not handle `SIGTERM`, so the `SIGTERM` at the timeout kills it
 //! and, with it, the whole sandbox. A sandboxed command that traps `SIGTERM` may or may not get to
 //! clean up before that; the grace period is best-effort under bubblewrap.
+//!
+//! # Network off
+//!
+//! `--unshare-net` gives the command a network namespace of its own with nothing but a loopback
+//! interface: no TCP or UDP to anywhere, the host's loopback included, and none of the host's
+//! abstract Unix sockets. A network namespace does not cover the file system, though, which the
+//! sandbox shares with the host: a Unix socket bound to a path (D-Bus, `docker.sock`, an
+//! `ssh-agent`, a server's socket in `/tmp` or in the working directory itself) would stay
+//! reachable. So, with the network off, three more things hold:
+//!
+//! - The command runs under a seccomp filter (`--seccomp FD`; see `seccomp.rs`) that lets it
+//!   make no socket able to address a path, wherever the path is: `socket` works only for
+//!   `AF_INET`, `AF_INET6` and `AF_NETLINK` (which live in the namespace), `socketpair` only for
+//!   stream and seqpacket Unix pairs (connected for good, so a program's own processes can still
+//!   talk), `io_uring_setup` not at all; the rest fail with `EPERM`. A system call of another ABI
+//!   (32-bit, x32) kills the process. `bwrap` installs the filter right before it executes the
+//!   command (and in its init process); every process of the command inherits it and none can
+//!   lift it. The filter closes the class rather than hiding the directories where sockets
+//!   usually live.
+//! - The command inherits no file descriptor but stdio: its process, between `fork` and `exec`,
+//!   marks every other one close-on-exec (`bwrap` itself passes on whatever it inherits), so no
+//!   socket this process holds, even one left without close-on-exec by a library or inherited by
+//!   redraft from whoever started it, gets in. The one exception is the filter's own descriptor,
+//!   a file in memory (`memfd_create`, close-on-exec everywhere else), which `bwrap` reads and
+//!   closes before the command starts.
+//! - The command has no capabilities (`--cap-drop ALL`), also when redraft runs as root. Run by
+//!   root, `bwrap` otherwise leaves the command all of them, and with `CAP_SYS_ADMIN` it could
+//!   unmount the sandbox's `/proc`, find the host's below it and join a host process's network
+//!   namespace (`setns`), network and all.
+//!
+//! What network off does not close: the file system itself, so a file or a FIFO that a host
+//! process reads or writes is still a channel to it; System V and POSIX IPC objects (the sandbox
+//! has no IPC namespace of its own). And what it takes away: a command cannot serve on a Unix
+//! socket of its own either (a test suite starting a database on a socket, Python's
+//! `multiprocessing.Manager`), since `socket(AF_UNIX, …)` fails with `EPERM`. The filter exists for
+//! x86_64 and aarch64 builds; elsewhere [`run`](crate::run()) refuses network off
+//! ([`SandboxError::NetworkFilterUnsupported`](crate::SandboxError::NetworkFilterUnsupported)).
 
 use std::ffi::{OsStr, OsString};
+use std::os::fd::RawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -97,12 +135,19 @@ fn locate(search_path: Option<&OsStr>) -> Option<PathBuf> {
     })
 }
 
-/// The `bwrap` arguments running `argv` in `workdir` (both paths already canonical).
+/// The `bwrap` arguments running `argv` in `workdir` (both paths already canonical), with the
+/// seccomp filter readable at descriptor `filter` (given exactly when the network is off).
 ///
 /// Bind mounts are ordered from shallow to deep so a deeper one is never hidden by a shallower
 /// one: a read-only path inside the working directory stays read-only, and a working directory
 /// inside a read-only path stays writable.
-pub(crate) fn args(sandbox: &Sandbox, workdir: &Path, read_only: &[PathBuf], argv: Vec<OsString>) -> Vec<OsString> {
+pub(crate) fn args(
+    sandbox: &Sandbox,
+    workdir: &Path,
+    read_only: &[PathBuf],
+    filter: Option<RawFd>,
+    argv: Vec<OsString>,
+) -> Vec<OsString> {
     let mut args: Vec<OsString> = Vec::new();
     let mut push = |words: &[&OsStr]| args.extend(words.iter().map(|w| w.to_os_string()));
     let root = if sandbox.read_only_root { "--ro-bind" } else { "--bind" };
@@ -119,7 +164,12 @@ pub(crate) fn args(sandbox: &Sandbox, workdir: &Path, read_only: &[PathBuf], arg
         push(&[flag.as_ref(), path.as_os_str(), path.as_os_str()]);
     }
     if !sandbox.network {
-        push(&["--unshare-net".as_ref()]);
+        // Run as root, bwrap would leave the command every capability (CAP_SYS_ADMIN among them:
+        // enough to unmount /proc and join the host's network namespace through the host's).
+        push(&["--unshare-net".as_ref(), "--cap-drop".as_ref(), "ALL".as_ref()]);
+    }
+    if let Some(fd) = filter {
+        push(&["--seccomp".as_ref(), fd.to_string().as_ref()]);
     }
     push(&["--unshare-pid".as_ref(), "--die-with-parent".as_ref(), "--chdir".as_ref(), workdir.as_os_str()]);
     push(&["--".as_ref()]);
@@ -138,11 +188,11 @@ mod tests {
     #[test]
     fn network_off_binds_the_root_writable_and_unshares_the_network() {
         let sandbox = Sandbox { network: false, ..Sandbox::default() };
-        let args =
-            args(&sandbox, Path::new("/w"), &[PathBuf::from("/art")], vec!["sh".into(), "-c".into(), "x".into()]);
+        let argv = vec!["sh".into(), "-c".into(), "x".into()];
+        let args = args(&sandbox, Path::new("/w"), &[PathBuf::from("/art")], Some(7), argv);
         assert_eq!(
             words(&args),
-            "--bind / / --dev /dev --proc /proc --ro-bind /art /art --unshare-net --unshare-pid --die-with-parent --chdir /w -- sh -c x"
+            "--bind / / --dev /dev --proc /proc --ro-bind /art /art --unshare-net --cap-drop ALL --seccomp 7 --unshare-pid --die-with-parent --chdir /w -- sh -c x"
         );
     }
 
@@ -150,7 +200,7 @@ mod tests {
     fn read_only_root_binds_workdir_and_read_only_paths_shallow_first() {
         let sandbox = Sandbox { read_only_root: true, ..Sandbox::default() };
         let read_only = [PathBuf::from("/a/w/ro"), PathBuf::from("/a")];
-        let args = args(&sandbox, Path::new("/a/w"), &read_only, vec!["true".into()]);
+        let args = args(&sandbox, Path::new("/a/w"), &read_only, None, vec!["true".into()]);
         assert_eq!(
             words(&args),
             "--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --ro-bind /a /a --bind /a/w /a/w --ro-bind /a/w/ro /a/w/ro --unshare-pid --die-with-parent --chdir /a/w -- true"

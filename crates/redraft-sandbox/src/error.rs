@@ -29,6 +29,16 @@ pub enum SandboxError {
         /// What `bwrap` said (its stderr), or why it could not be started.
         reason: String,
     },
+    /// The sandbox turns the network off, and this build of the crate has no seccomp filter for
+    /// the machine's architecture (it has one for x86_64 and aarch64). Without it, Unix sockets of
+    /// the host would stay reachable through the file system, so nothing was run.
+    #[error(
+        "the sandbox asks for network off, which needs a seccomp filter keeping the command from host Unix sockets, and redraft-sandbox has one only for x86_64 and aarch64, not {arch}; the command was not run\nhint: run redraft on x86_64 or aarch64, or turn the sandbox's network on"
+    )]
+    NetworkFilterUnsupported {
+        /// The architecture this crate was built for.
+        arch: &'static str,
+    },
     /// The program could not be started.
     #[error("cannot start `{program}`: {source}\nhint: check that `{program}` is installed and on PATH")]
     Spawn {

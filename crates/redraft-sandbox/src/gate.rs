@@ -10,7 +10,8 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 
 /// Descriptors a running command may hold at once, counted generously: its three pipes, the
 /// supervisor's report pipe, and the two ends of the pipe through which the spawner learns that
-/// `exec` failed, plus room for bubblewrap's.
+/// `exec` failed, plus room for bubblewrap's (with the network off, the file in memory holding
+/// its seccomp filter, until the command is spawned).
 pub const FILES_PER_COMMAND: u64 = 8;
 
 /// The share of the open-files limit commands may hold: a sixteenth. The rest is for runs'

@@ -14,6 +14,8 @@
 //! - **Never unsandboxed when isolation was asked for.** A [`Sandbox`] with network off or a
 //!   read-only root needs bubblewrap; when `bwrap` is missing or cannot create a sandbox, [`run`]
 //!   refuses ([`SandboxError::BwrapMissing`], [`SandboxError::BwrapUnusable`]) and nothing runs.
+//!   Network off also needs a seccomp filter keeping the command from the host's Unix sockets,
+//!   which exists for x86_64 and aarch64 ([`SandboxError::NetworkFilterUnsupported`] elsewhere).
 //!
 //! What the supervisor cannot stop: a process of the command that kills the supervisor itself
 //! (any process of the same user may signal it) leaves its descendants to init, and a process
@@ -51,6 +53,7 @@ mod limits;
 mod quote;
 mod run;
 mod sandbox;
+mod seccomp;
 mod supervisor;
 mod sys;
 mod tree;

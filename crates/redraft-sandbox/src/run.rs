@@ -16,8 +16,8 @@ use crate::capture::{self, Stream};
 use crate::control::Supervised;
 use crate::gate;
 use crate::limits::Limits;
-use crate::supervisor::Plan;
-use crate::{Command, Output, Program, SandboxError, sys};
+use crate::supervisor::{Inherit, Plan};
+use crate::{Command, Output, Program, SandboxError, seccomp, sys};
 
 /// How long output is still read after the supervisor is gone. Pipes normally reach end-of-file
 /// at once; only a process that escaped (by killing its supervisor) and still holds them makes
@@ -43,9 +43,12 @@ const DRAIN_LIMIT: Duration = Duration::from_millis(500);
 /// [`Sandbox::env`](crate::Sandbox::env) and [`Command::env`]), resource limits are set in the
 /// command before `exec`, and when the sandbox wants network off or a read-only root the command
 /// runs under bubblewrap, checked for at each call: without a working `bwrap` this returns
-/// [`SandboxError::BwrapMissing`] or [`SandboxError::BwrapUnusable`] and runs nothing. Under
-/// bubblewrap a command killed by signal N is reported as exit code 128 + N (bubblewrap's own
-/// exit code), unless it was terminated.
+/// [`SandboxError::BwrapMissing`] or [`SandboxError::BwrapUnusable`] and runs nothing. Network off
+/// also runs the command under a seccomp filter and with no descriptor but stdio (see
+/// [`Sandbox::network`](crate::Sandbox::network)); on an architecture the filter does not know,
+/// this returns [`SandboxError::NetworkFilterUnsupported`] and runs nothing. Under bubblewrap a
+/// command killed by signal N is reported as exit code 128 + N (bubblewrap's own exit code),
+/// unless it was terminated; a process the filter kills dies by `SIGSYS` (31).
 ///
 /// Timeouts use tokio's clock: under a paused clock (`start_paused` tests) they fire as soon as
 /// the runtime is idle, which it is while waiting for a real process, so test real commands
@@ -65,7 +68,7 @@ pub async fn run(cmd: &Command) -> Result<Output, SandboxError> {
 }
 
 async fn run_admitted(cmd: &Command) -> Result<Output, SandboxError> {
-    let launch = Launch::prepare(cmd).await?;
+    let mut launch = Launch::prepare(cmd).await?;
     let started = Instant::now();
     let io_error = |what| move |source| SandboxError::Io { what, source };
     // The supervisor writes a byte to this pipe when the command ends.
@@ -73,8 +76,9 @@ async fn run_admitted(cmd: &Command) -> Result<Output, SandboxError> {
     let mut command = launch.command(cmd, &report_write);
     let mut child =
         command.spawn().map_err(|source| SandboxError::Spawn { program: launch.display.clone(), source })?;
-    // The supervisor holds its own copy; the plan's buffers are no longer needed here.
-    drop((report_write, command));
+    // The supervisor holds its own copy of the report pipe, the command its own of the filter;
+    // the plan's buffers are no longer needed here.
+    drop((report_write, command, launch.filter.take()));
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
@@ -127,13 +131,30 @@ async fn run_admitted(cmd: &Command) -> Result<Output, SandboxError> {
 }
 
 /// A pipe for the supervisor's report, both ends close-on-exec (the command never sees it). The
-/// write end is above 2, where the spawner's stdio setup cannot overwrite it.
+/// write end is above stderr.
 fn report_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let (read, write) = io::pipe()?;
-    let write = OwnedFd::from(write);
+    Ok((OwnedFd::from(read), above_stderr(OwnedFd::from(write))?))
+}
+
+/// `fd`, or a copy of it above 2, where the spawner's stdio setup cannot overwrite it.
+fn above_stderr(fd: OwnedFd) -> io::Result<OwnedFd> {
     // `try_clone` duplicates to the lowest free descriptor from 3 up.
-    let write = if write.as_raw_fd() <= 2 { write.try_clone()? } else { write };
-    Ok((OwnedFd::from(read), write))
+    if fd.as_raw_fd() <= 2 { fd.try_clone() } else { Ok(fd) }
+}
+
+/// The seccomp filter for a command with the network off (see `seccomp.rs`), in a file in
+/// memory for `bwrap --seccomp`: close-on-exec, above stderr. The command's process clears
+/// close-on-exec on it alone; `bwrap` reads and closes it.
+fn network_filter() -> Result<OwnedFd, SandboxError> {
+    let Some(arch) = seccomp::NATIVE else {
+        return Err(SandboxError::NetworkFilterUnsupported { arch: std::env::consts::ARCH });
+    };
+    let fail = |source| SandboxError::Io { what: "preparing the network filter", source };
+    let program = seccomp::network_off(&arch)
+        .map_err(|reason| fail(io::Error::other(format!("{reason} (a bug in redraft-sandbox)"))))?;
+    let file = sys::memory_file(c"redraft-network-filter", &program).map_err(fail)?;
+    above_stderr(file).map_err(fail)
 }
 
 /// Everything checked and resolved before spawning.
@@ -147,6 +168,10 @@ struct Launch {
     /// `Some`: clear the environment and start from these variables.
     clean_env: Option<Vec<(OsString, OsString)>>,
     limits: Limits,
+    /// The descriptors above stderr the program inherits.
+    inherit: Inherit,
+    /// With the network off, the seccomp filter `bwrap` reads (`--seccomp`); held until spawned.
+    filter: Option<OwnedFd>,
 }
 
 impl Launch {
@@ -173,6 +198,8 @@ impl Launch {
         let Some(wants) = sandbox.needs_bwrap() else {
             return Ok(Launch::direct(argv, display, workdir, Some(clean_env), limits));
         };
+        // Built first: without it, network off is refused before anything else is tried.
+        let filter = if sandbox.network { None } else { Some(network_filter()?) };
         // `bwrap` is looked up on the PATH the command gets, like any program.
         let search_path = match cmd.env.iter().rev().find(|(name, _)| name == "PATH") {
             Some((_, value)) => Some(OsString::from(value)),
@@ -193,13 +220,19 @@ impl Launch {
                 tokio::fs::canonicalize(&path).await.map_err(|source| SandboxError::ReadOnlyPath { path, source })?;
             read_only.push(resolved);
         }
+        // With the network off, no descriptor from outside (a connected socket, say) gets in; the
+        // filter's is for `bwrap`, which closes it.
+        let filter_fd = filter.as_ref().map(AsRawFd::as_raw_fd);
+        let inherit = if sandbox.network { Inherit::Open } else { Inherit::Only(filter_fd) };
         Ok(Launch {
-            args: bwrap::args(sandbox, &workdir, &read_only, argv),
+            args: bwrap::args(sandbox, &workdir, &read_only, filter_fd, argv),
             display: bwrap.display().to_string(),
             program: bwrap.into_os_string(),
             workdir,
             clean_env: Some(clean_env),
             limits,
+            inherit,
+            filter,
         })
     }
 
@@ -211,7 +244,7 @@ impl Launch {
         limits: Limits,
     ) -> Self {
         let program = argv.remove(0);
-        Launch { program, args: argv, display, workdir, clean_env, limits }
+        Launch { program, args: argv, display, workdir, clean_env, limits, inherit: Inherit::Open, filter: None }
     }
 
     /// The command to spawn: the supervisor, which forks the program.
@@ -227,7 +260,7 @@ impl Launch {
         // The supervisor leads a new process group, which the command joins: a last resort for
         // redraft, and out of reach of the terminal's Ctrl-C (redraft itself handles that).
         command.process_group(0);
-        sys::supervise_in_child(&mut command, Plan::new(cmd.kill_grace, self.limits, report.as_raw_fd()));
+        sys::supervise_in_child(&mut command, Plan::new(cmd.kill_grace, self.limits, report.as_raw_fd(), self.inherit));
         command
     }
 }

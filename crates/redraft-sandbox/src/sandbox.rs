@@ -32,8 +32,23 @@ pub struct Sandbox {
     pub open_files: Option<u64>,
     /// Largest file the command may write, in MiB (`RLIMIT_FSIZE`). By default, unlimited.
     pub file_size_mb: Option<u64>,
-    /// Whether the command may use the network; `false` runs it under bubblewrap with
-    /// `--unshare-net` (only a private loopback). By default, `true`.
+    /// Whether the command may use the network. By default, `true`.
+    ///
+    /// `false` runs the command under bubblewrap in a network namespace of its own, with only a
+    /// private loopback (no TCP or UDP to the host or beyond, no abstract Unix socket of the
+    /// host), and under a seccomp filter that keeps it from every Unix socket of the host bound
+    /// to a path, wherever the path is (a temporary directory, `/run`, its own working directory,
+    /// a path exposed read-only): `socket` works only for `AF_INET`, `AF_INET6` and `AF_NETLINK`,
+    /// `socketpair` only for stream and seqpacket Unix pairs, `io_uring_setup` not at all; the
+    /// rest fail with `EPERM`, and a 32-bit or x32 system call kills the process. No file
+    /// descriptor of this process but stdio reaches the command (not even one left without
+    /// close-on-exec), and the command has no capabilities, also when redraft runs as root (it
+    /// could otherwise leave the namespace).
+    ///
+    /// It does not close the file system itself (a file or FIFO a host process reads is still a
+    /// channel), nor System V and POSIX IPC. The command cannot serve on a Unix socket of its
+    /// own either. Only x86_64 and aarch64 builds have the filter; elsewhere
+    /// [`run`](crate::run()) refuses network off.
     pub network: bool,
     /// Whether the file system is read-only except the working directory (and a private `/tmp`);
     /// `true` runs the command under bubblewrap. By default, `false`.

@@ -39,6 +39,15 @@ const PARENT_CHECK: Duration = Duration::from_secs(1);
 /// How long to wait for a child to end between two rounds of `SIGKILL`.
 const KILL_ROUND: Duration = Duration::from_millis(10);
 
+/// The descriptors above stderr the command inherits across `exec`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Inherit {
+    /// Every one not marked close-on-exec (the usual rule of `exec`).
+    Open,
+    /// This one alone, or none: every other one is closed at `exec`.
+    Only(Option<RawFd>),
+}
+
 /// Everything the supervisor needs, prepared in the parent (the supervisor may not allocate).
 #[derive(Debug)]
 pub(crate) struct Plan {
@@ -49,13 +58,15 @@ pub(crate) struct Plan {
     limits: Limits,
     /// The write end of a pipe; one byte is written to it when the command has ended.
     report: RawFd,
+    /// What the command inherits.
+    inherit: Inherit,
     tree: Tree,
 }
 
 impl Plan {
     /// A plan for a command whose leftovers get `grace` between `SIGTERM` and `SIGKILL`.
-    pub(crate) fn new(grace: Duration, limits: Limits, report: RawFd) -> Self {
-        Plan { parent: sys::own_pid(), grace, limits, report, tree: Tree::new() }
+    pub(crate) fn new(grace: Duration, limits: Limits, report: RawFd, inherit: Inherit) -> Self {
+        Plan { parent: sys::own_pid(), grace, limits, report, inherit, tree: Tree::new() }
     }
 
     /// The `pre_exec` hook. In the spawned child it becomes the supervisor: it forks the command,
@@ -73,10 +84,13 @@ impl Plan {
         let mask = sys::block_all_signals()?;
         match sys::fork()? {
             Forked::Child => {
-                // The command: dies with the supervisor, gets the mask it would have had, and
-                // the resource limits; then `exec`.
+                // The command: dies with the supervisor, gets the mask it would have had, the
+                // descriptors it may inherit, and the resource limits; then `exec`.
                 sys::set_parent_death_signal(SIGKILL)?;
                 sys::set_signal_mask(&mask)?;
+                if let Inherit::Only(keep) = self.inherit {
+                    sys::inherit_only(keep)?;
+                }
                 self.limits.apply()
             }
             Forked::Parent(command) => {

@@ -5,7 +5,8 @@
 //! called, because another thread of the parent may have held any lock (the allocator's among
 //! them) at the moment of the fork. So every wrapper here is one system call, or one function
 //! POSIX lists as async-signal-safe; none takes a lock or allocates, and failures come back as a
-//! bare [`Errno`]. The parent uses the signal functions too.
+//! bare [`Errno`]. The parent uses the signal functions too. One wrapper runs only in the
+//! parent and may allocate: [`memory_file`], which holds the network filter for `bwrap`.
 //!
 //! Every `unsafe` block below is a call into libc with arguments that are plain integers or
 //! pointers to live, correctly typed values owned by the caller; the SAFETY notes say what else
@@ -13,9 +14,9 @@
 #![allow(unsafe_code)]
 
 use std::ffi::CStr;
-use std::io;
+use std::io::{self, Seek, Write};
 use std::mem::MaybeUninit;
-use std::os::fd::RawFd;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 pub(crate) use libc::{SIGCHLD, SIGCONT, SIGKILL, SIGTERM, SIGUSR1, SIGUSR2};
@@ -201,6 +202,29 @@ pub(crate) fn close_all_fds_except(keep: RawFd) {
     }
 }
 
+/// Makes every descriptor above stderr close-on-exec except `keep`: across the coming `exec` the
+/// program inherits stdio and `keep`, whatever else this process has open (a descriptor opened
+/// without `O_CLOEXEC` by a library, or inherited by redraft from whoever started it).
+pub(crate) fn inherit_only(keep: Option<RawFd>) -> Result<(), Errno> {
+    // SAFETY: `close_range(2)` with CLOSE_RANGE_CLOEXEC (Linux 5.11+) takes three integers and
+    // only sets the close-on-exec flag of open descriptors.
+    let ret = unsafe {
+        libc::syscall(libc::SYS_close_range, 3 as libc::c_uint, libc::c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC)
+    };
+    if ret == -1 {
+        // Before Linux 5.11: one by one, up to the highest descriptor this process may have.
+        for fd in 3..=fd_limit() {
+            // SAFETY: F_SETFD on a descriptor that is not open fails harmlessly with EBADF.
+            unsafe { libc::fcntl(fd as libc::c_int, libc::F_SETFD, libc::FD_CLOEXEC) };
+        }
+    }
+    if let Some(fd) = keep {
+        // SAFETY: F_SETFD takes an integer flag; it changes only `fd`'s close-on-exec flag.
+        check(unsafe { libc::fcntl(fd, libc::F_SETFD, 0) })?;
+    }
+    Ok(())
+}
+
 /// The soft `RLIMIT_NOFILE`, at most 2^20.
 fn fd_limit() -> libc::c_uint {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
@@ -364,4 +388,20 @@ pub(crate) fn read_file(path: &CStr, buf: &mut [u8]) -> Result<usize, Errno> {
     // SAFETY: `fd` is ours.
     unsafe { libc::close(fd) };
     Ok(filled)
+}
+
+/// A new file in memory (`memfd_create(2)`, close-on-exec) holding `bytes`, its offset at the
+/// start. Called in the parent, not between `fork` and `exec`.
+pub(crate) fn memory_file(name: &CStr, bytes: &[u8]) -> io::Result<OwnedFd> {
+    // SAFETY: `name` is NUL-terminated; the flag is an integer.
+    let ret = unsafe { libc::syscall(libc::SYS_memfd_create, name.as_ptr(), libc::MFD_CLOEXEC) };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = RawFd::try_from(ret).map_err(|_| io::Error::other("memfd_create returned no descriptor"))?;
+    // SAFETY: `fd` was just created by this call and nothing else owns it.
+    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    file.write_all(bytes)?;
+    file.rewind()?;
+    Ok(file.into())
 }

@@ -8,12 +8,14 @@
 mod basics;
 mod escape;
 mod kill;
+mod network;
 mod quote;
 mod sandbox;
 
 use std::path::Path;
 use std::time::Duration;
 
+use redraft_sandbox::{Output, SandboxError};
 use redraft_testkit::processes;
 pub use redraft_testkit::processes::{MARK, alive, token as sleep_token};
 
@@ -63,4 +65,28 @@ pub fn read_pids(path: &Path) -> Vec<u32> {
 /// A fresh temporary directory.
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
+}
+
+/// Whether bubblewrap is here to isolate the command of test `module::test`; when it is not, the
+/// test checks the refusal instead, and says so with a SKIP line on stderr (test output capture
+/// does not hold it back).
+pub fn isolating(module: &str, test: &str) -> bool {
+    let available = redraft_sandbox::bwrap_available();
+    if !available {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIP {module}::{test}: bubblewrap is not installed, so the isolation was not run (the refusal was checked)"
+        );
+    }
+    available
+}
+
+/// The refusal: the right error, and `marker` (which the command would create) does not exist.
+pub fn assert_refused(result: Result<Output, SandboxError>, marker: &Path) {
+    match result {
+        Err(SandboxError::BwrapMissing { .. } | SandboxError::BwrapUnusable { .. }) => {}
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(!marker.exists(), "the command ran");
 }

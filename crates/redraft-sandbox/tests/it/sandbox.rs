@@ -8,35 +8,17 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::time::Duration;
 
-use redraft_sandbox::{Command, PASSED_ENV, Sandbox, SandboxError, bwrap_available, run};
+use redraft_sandbox::{Command, PASSED_ENV, Sandbox, SandboxError, run};
 
-use crate::{eventually, live_marked, sleep_token, tempdir};
+use crate::{assert_refused, eventually, live_marked, sleep_token, tempdir};
 
 fn offline() -> Sandbox {
     Sandbox { network: false, ..Sandbox::default() }
 }
 
-/// Whether bubblewrap is here to isolate `test`'s command; when it is not, the test checks the
-/// refusal instead, and says so with a SKIP line (test output capture does not hold it back).
+/// Whether bubblewrap is here to isolate `test`'s command (see [`crate::isolating`]).
 fn isolating(test: &str) -> bool {
-    let available = bwrap_available();
-    if !available {
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIP sandbox::{test}: bubblewrap is not installed, so the isolation was not run (the refusal was checked)"
-        );
-    }
-    available
-}
-
-/// The refusal: the right error, and `marker` (which the command would create) does not exist.
-fn assert_refused(result: Result<redraft_sandbox::Output, SandboxError>, marker: &Path) {
-    match result {
-        Err(SandboxError::BwrapMissing { .. } | SandboxError::BwrapUnusable { .. }) => {}
-        other => panic!("expected a refusal, got {other:?}"),
-    }
-    assert!(!marker.exists(), "the command ran");
+    crate::isolating("sandbox", test)
 }
 
 #[tokio::test]
