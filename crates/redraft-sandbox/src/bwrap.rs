@@ -1,8 +1,10 @@
 //! Bubblewrap: finding a working `bwrap` and building its command line.
 //!
-//! The sandboxed command runs as `bwrap [mounts] [--unshare-net --cap-drop ALL --seccomp FD]
-//! --unshare-pid --die-with-parent --chdir WORKDIR -- PROGRAM…`, and `bwrap` is the process the
-//! supervisor forks. Two mechanisms overlap:
+//! The sandboxed command runs as `bwrap [mounts] --cap-drop ALL --unshare-ipc [--unshare-net
+//! --seccomp FD] --unshare-pid --die-with-parent --chdir WORKDIR -- PROGRAM…`, and `bwrap` is the
+//! process the supervisor forks. The command has no capabilities, also when redraft runs as
+//! root (bwrap would otherwise leave it every one, and `CAP_SYS_ADMIN` remounts a read-only
+//! root writable), and System V and POSIX IPC objects of its own. Two mechanisms overlap:
 //!
 //! - every process in the sandbox is a descendant of the supervisor, which signals each of them
 //!   (by its pid outside the namespace) at the timeout, on cancellation, and when `bwrap` exits;
@@ -22,7 +24,7 @@
 //! abstract Unix sockets. A network namespace does not cover the file system, though, which the
 //! sandbox shares with the host: a Unix socket bound to a path (D-Bus, `docker.sock`, an
 //! `ssh-agent`, a server's socket in `/tmp` or in the working directory itself) would stay
-//! reachable. So, with the network off, three more things hold:
+//! reachable. So, with the network off, more holds:
 //!
 //! - The command runs under a seccomp filter (`--seccomp FD`; see `seccomp.rs`) that lets it
 //!   make no socket able to address a path, wherever the path is: `socket` works only for
@@ -39,14 +41,12 @@
 //!   redraft from whoever started it, gets in. The one exception is the filter's own descriptor,
 //!   a file in memory (`memfd_create`, close-on-exec everywhere else), which `bwrap` reads and
 //!   closes before the command starts.
-//! - The command has no capabilities (`--cap-drop ALL`), also when redraft runs as root. Run by
-//!   root, `bwrap` otherwise leaves the command all of them, and with `CAP_SYS_ADMIN` it could
-//!   unmount the sandbox's `/proc`, find the host's below it and join a host process's network
-//!   namespace (`setns`), network and all.
+//! - The command has no capabilities (as in every bubblewrap sandbox): with `CAP_SYS_ADMIN` it
+//!   could unmount the sandbox's `/proc`, find the host's below it and join a host process's
+//!   network namespace (`setns`), network and all.
 //!
 //! What network off does not close: the file system itself, so a file or a FIFO that a host
-//! process reads or writes is still a channel to it; System V and POSIX IPC objects (the sandbox
-//! has no IPC namespace of its own). And what it takes away: a command cannot serve on a Unix
+//! process reads or writes is still a channel to it. And what it takes away: a command cannot serve on a Unix
 //! socket of its own either (a test suite starting a database on a socket, Python's
 //! `multiprocessing.Manager`), since `socket(AF_UNIX, …)` fails with `EPERM`. The filter exists for
 //! x86_64 and aarch64 builds; elsewhere [`run`](crate::run()) refuses network off
@@ -62,7 +62,7 @@ use std::time::Duration;
 use crate::Sandbox;
 
 /// The smallest sandbox with every namespace `run` may ask for; `true` must run in it.
-const PROBE_ARGS: [&str; 12] = [
+const PROBE_ARGS: [&str; 15] = [
     "--ro-bind",
     "/",
     "/",
@@ -70,6 +70,9 @@ const PROBE_ARGS: [&str; 12] = [
     "/dev",
     "--proc",
     "/proc",
+    "--cap-drop",
+    "ALL",
+    "--unshare-ipc",
     "--unshare-net",
     "--unshare-pid",
     "--die-with-parent",
@@ -163,10 +166,12 @@ pub(crate) fn args(
         let flag = if writable { "--bind" } else { "--ro-bind" };
         push(&[flag.as_ref(), path.as_os_str(), path.as_os_str()]);
     }
+    // Run as root, bwrap would leave the command every capability (CAP_SYS_ADMIN among them:
+    // enough to remount the read-only root writable, or unmount /proc and join the host's
+    // network namespace through the host's). The IPC namespace is the sandbox's own too.
+    push(&["--cap-drop".as_ref(), "ALL".as_ref(), "--unshare-ipc".as_ref()]);
     if !sandbox.network {
-        // Run as root, bwrap would leave the command every capability (CAP_SYS_ADMIN among them:
-        // enough to unmount /proc and join the host's network namespace through the host's).
-        push(&["--unshare-net".as_ref(), "--cap-drop".as_ref(), "ALL".as_ref()]);
+        push(&["--unshare-net".as_ref()]);
     }
     if let Some(fd) = filter {
         push(&["--seccomp".as_ref(), fd.to_string().as_ref()]);
@@ -192,7 +197,7 @@ mod tests {
         let args = args(&sandbox, Path::new("/w"), &[PathBuf::from("/art")], Some(7), argv);
         assert_eq!(
             words(&args),
-            "--bind / / --dev /dev --proc /proc --ro-bind /art /art --unshare-net --cap-drop ALL --seccomp 7 --unshare-pid --die-with-parent --chdir /w -- sh -c x"
+            "--bind / / --dev /dev --proc /proc --ro-bind /art /art --cap-drop ALL --unshare-ipc --unshare-net --seccomp 7 --unshare-pid --die-with-parent --chdir /w -- sh -c x"
         );
     }
 
@@ -203,7 +208,7 @@ mod tests {
         let args = args(&sandbox, Path::new("/a/w"), &read_only, None, vec!["true".into()]);
         assert_eq!(
             words(&args),
-            "--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --ro-bind /a /a --bind /a/w /a/w --ro-bind /a/w/ro /a/w/ro --unshare-pid --die-with-parent --chdir /a/w -- true"
+            "--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --ro-bind /a /a --bind /a/w /a/w --ro-bind /a/w/ro /a/w/ro --cap-drop ALL --unshare-ipc --unshare-pid --die-with-parent --chdir /a/w -- true"
         );
     }
 }

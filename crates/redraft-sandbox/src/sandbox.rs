@@ -46,12 +46,12 @@ pub struct Sandbox {
     /// could otherwise leave the namespace).
     ///
     /// It does not close the file system itself (a file or FIFO a host process reads is still a
-    /// channel), nor System V and POSIX IPC. The command cannot serve on a Unix socket of its
-    /// own either. Only x86_64 and aarch64 builds have the filter; elsewhere
+    /// channel). The command cannot serve on a Unix socket of its own either. Only x86_64 and aarch64 builds have the filter; elsewhere
     /// [`run`](crate::run()) refuses network off.
     pub network: bool,
     /// Whether the file system is read-only except the working directory (and a private `/tmp`);
-    /// `true` runs the command under bubblewrap. By default, `false`.
+    /// `true` runs the command under bubblewrap, with no capabilities (so it cannot remount the
+    /// root writable, also when redraft runs as root). By default, `false`.
     pub read_only_root: bool,
 }
 
