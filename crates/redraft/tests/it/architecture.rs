@@ -226,3 +226,48 @@ fn the_bypass_check_catches_what_it_is_for() {
         assert_eq!(bypasses(code), Vec::<String>::new(), "`{code}` is the runner's own way");
     }
 }
+
+/// Where `unsafe` code may be, and why: each a thin call the safe libraries do not offer.
+const UNSAFE_ALLOWED: [(&str, &str); 4] = [
+    ("redraft-sandbox/src/sys.rs", "system calls between fork and exec, and the seccomp filter's memory file"),
+    ("redraft-cli/src/main.rs", "giving memory back: mimalloc's `mi_collect` and glibc's `malloc_trim`"),
+    ("redraft-store/src/batch.rs", "batched SQLite writes on sqlx's connection handle through rusqlite"),
+    ("redraft-sandbox/tests/it/network.rs", "a test leaving a descriptor inheritable, as a careless library would"),
+];
+
+#[test]
+fn unsafe_code_stays_where_it_is_allowed_and_says_why() {
+    let mut files = Vec::new();
+    sources(&crates(), &mut files);
+    let mut found = Vec::new();
+    for (path, text) in &files {
+        let rel = path.strip_prefix(crates()).unwrap_or(path).to_string_lossy().replace('\\', "/");
+        let code = code_of(text);
+        let uses = identifiers(&code).any(|w| w == "unsafe") || code.contains("allow(unsafe_code)");
+        // (this file names what it looks for)
+        if !uses || rel.contains("/target/") || rel.ends_with("redraft/tests/it/architecture.rs") {
+            continue;
+        }
+        found.push(rel.clone());
+        assert!(
+            UNSAFE_ALLOWED.iter().any(|(allowed, _)| rel.ends_with(allowed)),
+            "{rel} has `unsafe` code: keep it in the sandbox's `sys` module, or add the file to UNSAFE_ALLOWED here and to ARCHITECTURE.md with the reason"
+        );
+        // Every unsafe block or function is preceded by its SAFETY note.
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let line = line.trim_start();
+            if line.starts_with("//") || !identifiers(line).any(|w| w == "unsafe") || line.contains("unsafe_code") {
+                continue;
+            }
+            let noted = lines[..i].iter().rev().take(12).any(|l| l.contains("SAFETY"));
+            assert!(noted, "{rel}:{}: `unsafe` without a `SAFETY:` note above it", i + 1);
+        }
+    }
+    for (allowed, why) in UNSAFE_ALLOWED {
+        assert!(
+            found.iter().any(|f| f.ends_with(allowed)),
+            "{allowed} ({why}) has no unsafe code any more: remove it from the list"
+        );
+    }
+}
