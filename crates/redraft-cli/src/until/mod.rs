@@ -1,10 +1,11 @@
 //! `redraft until`: agent mode. The artifact is the working directory: each iteration runs
 //! the agent (prompt and feedback on stdin, in `$REDRAFT_PROMPT_FILE` and as `{prompt}`), then
 //! the verifier, and writes `.redraft/iterations/<task>/<i>.md`; success writes `final.md`,
-//! the cap writes `escalation.md`. Protected files are checked and put back as soon as the
-//! agent's turn ends — when the workspace is read, before any evaluator runs — and after any
-//! iteration that ended early and at the end of the loop; a change rejects the iteration.
-//! Redraft starts no program of its own on the workspace: snapshots and diffs are its own code.
+//! the cap writes `escalation.md`. Protected paths are checked and put back as they were before
+//! the loop as soon as the agent's turn ends — when the workspace is read, before any evaluator
+//! runs —, checked again right before the verifier starts, and put back after any iteration that
+//! ended early and at the end of the loop; a change the agent made rejects the iteration. Redraft
+//! starts no program of its own on the workspace: snapshots and diffs are its own code.
 //!
 //! It is the one loop: the flags become a [`RunSpec`] (with its `workspace`), prepared like
 //! any run, and recorded in the store like any run (`redraft runs show`); agent mode only

@@ -190,13 +190,6 @@ impl Workspace {
         Ok(diff::render(self, &before.entries, &after.entries, diff::With::StatOnly))
     }
 
-    /// The paths that differ between two snapshots, as text.
-    pub fn changed_paths(&self, before: &Snapshot, after: &Snapshot) -> Vec<String> {
-        let (a, b) = (&before.entries, &after.entries);
-        let paths: std::collections::BTreeSet<&PathBuf> = a.keys().chain(b.keys()).collect();
-        paths.into_iter().filter(|p| a.get(*p) != b.get(*p)).map(|p| p.to_string_lossy().into_owned()).collect()
-    }
-
     fn with_blobs<T>(&self, f: impl FnOnce(&mut Blobs) -> T) -> T {
         match self.blobs.lock() {
             Ok(mut blobs) => f(&mut blobs),

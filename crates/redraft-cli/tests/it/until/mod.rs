@@ -1,12 +1,13 @@
 //! `redraft until` with fake agents (shell scripts) and real verifiers: the iterations, their
 //! reports and decisions ([`iterations`]), how a loop stops ([`stopping`]), protected files
-//! ([`protect`], and the cheats they undo in [`cheats`]), and the agent's git configuration,
-//! which never runs ([`hostile`]).
+//! ([`protect`], the cheats they undo in [`cheats`], Python's tests and caches in [`python`]),
+//! and the agent's git configuration, which never runs ([`hostile`]).
 
 mod cheats;
 mod hostile;
 mod iterations;
 mod protect;
+mod python;
 mod stopping;
 
 use std::path::Path;
