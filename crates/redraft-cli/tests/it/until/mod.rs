@@ -1,8 +1,10 @@
 //! `redraft until` with fake agents (shell scripts) and real verifiers: the iterations, their
 //! reports and decisions ([`iterations`]), how a loop stops ([`stopping`]), protected files
 //! ([`protect`], the cheats they undo in [`cheats`], Python's tests and caches in [`python`]),
-//! and the agent's git configuration, which never runs ([`hostile`]).
+//! the agent's git configuration, which never runs ([`hostile`]), and the agent's background
+//! processes, dead before the verifier starts ([`background`]).
 
+mod background;
 mod cheats;
 mod hostile;
 mod iterations;
