@@ -13,6 +13,7 @@
 //! (`plug`).
 
 mod decisions;
+mod inside;
 mod lock;
 mod names;
 mod plug;
@@ -128,6 +129,7 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
         .with_observer(Arc::new(Journal {
             shared: shared.clone(),
             agent,
+            root: root.clone(),
             dir: dir.clone(),
             task: task_id.clone(),
             limit: limit.clone(),
@@ -232,11 +234,11 @@ impl Ended<'_> {
             .unwrap_or_else(|e| format!("(cannot list the changes: {e})"));
         let written = if result.succeeded() {
             let cumulative = tokio::task::block_in_place(|| shared.workspace.diff(&shared.baseline, &now))?;
-            report::write_final(self.dir, self.task_id, &args.verify, result, &cumulative)?
+            report::write_final(self.root, self.dir, self.task_id, &args.verify, result, &cumulative)?
         } else {
             let diffs = shared.diffs.lock().map(|d| d.clone()).unwrap_or_default();
             let include = self.config.decide.escalation_includes_diff.then_some(diffs.as_slice());
-            report::write_escalation(self.dir, self.task_id, &args.verify, result, include)?
+            report::write_escalation(self.root, self.dir, self.task_id, &args.verify, result, include)?
         };
         if !args.no_decisions {
             let entry = decisions::Entry {
@@ -253,7 +255,7 @@ impl Ended<'_> {
             };
             let path = self.root.join(&args.decisions);
             // The loop's own reports are written; a decisions file that cannot be is said, not fatal.
-            if let Err(e) = decisions::append(&path, &entry) {
+            if let Err(e) = decisions::append(self.root, &path, &entry) {
                 eprintln!("warning: {e}");
             }
         }

@@ -163,6 +163,9 @@ impl Evaluator for Verifier {
 pub(super) struct Journal {
     pub(super) shared: Arc<Shared>,
     pub(super) agent: Arc<CommandProvider>,
+    /// The working directory.
+    pub(super) root: PathBuf,
+    /// Where the task's reports go, under `root`.
     pub(super) dir: PathBuf,
     pub(super) task: String,
     /// Iterations the loop may make: the cap, raised by each answer at the cap.
@@ -198,9 +201,14 @@ impl RunObserver for Journal {
         if let Ok(mut d) = s.diffs.lock() {
             d.push((attempt.iteration, report.diff.clone()));
         }
-        if let Err(e) =
-            report::write_iteration(&self.dir, &self.task, self.limit.load(Ordering::SeqCst), attempt, &report)
-        {
+        if let Err(e) = report::write_iteration(
+            &self.root,
+            &self.dir,
+            &self.task,
+            self.limit.load(Ordering::SeqCst),
+            attempt,
+            &report,
+        ) {
             tracing::error!("{e}");
         }
     }

@@ -49,6 +49,7 @@ use redraft::core::{EvalInput, Evaluator, EvaluatorError, Issue, Verdict};
 use sha2::{Digest, Sha256};
 
 use self::globs::Rule;
+use super::inside::{InTheWay, real_dirs};
 use super::names::shown;
 
 mod globs;
@@ -358,7 +359,7 @@ impl Protected {
     /// written through).
     fn put_back(&self, rel: &Path, node: &Node, mtime: Option<SystemTime>) -> io::Result<()> {
         if let Node::Dir { mode } = node {
-            let path = self.real_dirs(rel)?;
+            let path = real_dirs(&self.root, rel, InTheWay::Replace)?;
             // Writable while its contents are put back; its own mode comes last.
             let meta = fs::symlink_metadata(&path)?;
             let usable = mode | 0o700;
@@ -367,7 +368,7 @@ impl Protected {
             }
             return Ok(());
         }
-        let parent = self.real_dirs(rel.parent().unwrap_or(Path::new("")))?;
+        let parent = real_dirs(&self.root, rel.parent().unwrap_or(Path::new("")), InTheWay::Replace)?;
         let name = rel.file_name().ok_or_else(|| io::Error::new(ErrorKind::InvalidInput, "no file name"))?;
         let path = parent.join(name);
         match fs::symlink_metadata(&path) {
@@ -395,28 +396,6 @@ impl Protected {
             Node::Dir { .. } => {}
         }
         Ok(())
-    }
-
-    /// Make every directory of `dir` (relative) a real directory that redraft can write in — a
-    /// symlink or a file in the way is removed, never followed — and return its full path.
-    fn real_dirs(&self, dir: &Path) -> io::Result<PathBuf> {
-        let mut path = self.root.clone();
-        for part in dir {
-            path.push(part);
-            match fs::symlink_metadata(&path) {
-                Ok(meta) if meta.is_dir() => {
-                    if mode_of(&meta) & 0o700 != 0o700 {
-                        fs::set_permissions(&path, fs::Permissions::from_mode(mode_of(&meta) | 0o700))?;
-                    }
-                    continue;
-                }
-                Ok(_) => fs::remove_file(&path)?,
-                Err(e) if e.kind() == ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
-            }
-            fs::create_dir(&path)?;
-        }
-        Ok(path)
     }
 }
 

@@ -2,7 +2,9 @@
 //! clean filter, a textconv driver, `core.fsmonitor`, hooks (in `.git/hooks` or through
 //! `core.hooksPath`), `diff.external`, a config pulled in by `include.path` — is never run by
 //! redraft, sandbox or not. Redraft takes its snapshots and diffs itself; it starts no program
-//! that reads the workspace's configuration.
+//! that reads the workspace's configuration. And a link the agent puts where redraft writes its
+//! reports or `decisions.md` — a symlink or a hard link to a file outside, a linked directory —
+//! is replaced, never written through.
 
 use std::path::Path;
 
@@ -92,4 +94,63 @@ configuration_cases! {
     a_hook_the_agent_installs_never_runs: HOOK, None;
     a_hooks_path_the_agent_configures_never_runs: HOOKS_PATH, None;
     a_config_the_agent_includes_never_runs: INCLUDE, None;
+}
+
+/// Run a loop whose agent, on its first turn, puts a link where redraft writes its reports or
+/// `decisions.md` next (`$PROMPTS/victim` is a file outside the working directory, and
+/// `$PROMPTS/elsewhere/` a directory); then check that nothing outside was written, and that the
+/// reports are where they belong.
+async fn reports_stay_inside(test: &str, link: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = tempfile::tempdir().unwrap();
+    protected_project(test, dir.path(), Repo::Plain).unwrap();
+    write(prompts.path(), "victim", "precious\n");
+    std::fs::create_dir(prompts.path().join("elsewhere")).unwrap();
+    let agent = super::protect::cheat_then_fix(prompts.path(), link);
+    let out = output(super::until(
+        dir.path(),
+        prompts.path(),
+        &["--verify", "./tests/check.sh", "--task", "t", "--", "sh", &agent],
+    ))
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(prompts.path().join("victim")).unwrap(),
+        "precious\n",
+        "{test}: a file outside the working directory was written\n{}",
+        out.stderr
+    );
+    assert_eq!(super::protect::listing(&prompts.path().join("elsewhere")), Vec::<String>::new(), "{test}");
+    assert_eq!(out.code, 0, "{test}: {}", out.stderr);
+    for report in [".redraft/iterations/t/1.md", ".redraft/iterations/t/final.md", "decisions.md"] {
+        let meta = std::fs::symlink_metadata(dir.path().join(report)).unwrap();
+        assert!(meta.is_file(), "{test}: {report} is a file of its own");
+        assert_eq!(std::os::unix::fs::MetadataExt::nlink(&meta), 1, "{test}: {report} is a file of its own");
+    }
+    let first = std::fs::read_to_string(dir.path().join(".redraft/iterations/t/1.md")).unwrap();
+    assert!(first.starts_with("# Iteration 1 of 3"), "{test}: {first}");
+}
+
+const REPORT_LINK: &str = "mkdir -p .redraft/iterations/t\nln -s \"$PROMPTS/victim\" .redraft/iterations/t/1.md";
+const FINAL_HARD_LINK: &str = "mkdir -p .redraft/iterations/t\nln \"$PROMPTS/victim\" .redraft/iterations/t/final.md";
+const TASK_DIR_LINK: &str = "mkdir -p .redraft/iterations\nln -s \"$PROMPTS/elsewhere\" .redraft/iterations/t";
+const OWN_DIR_LINK: &str = "rm -rf .redraft\nln -s \"$PROMPTS/elsewhere\" .redraft";
+const DECISIONS_LINK: &str = "ln -s \"$PROMPTS/victim\" decisions.md";
+const DECISIONS_HARD_LINK: &str = "ln \"$PROMPTS/victim\" decisions.md";
+
+macro_rules! report_cases {
+    ($($name:ident: $link:expr;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            reports_stay_inside(stringify!($name), $link).await;
+        }
+    )*};
+}
+
+report_cases! {
+    an_iteration_report_is_never_written_through_a_symlink: REPORT_LINK;
+    the_final_report_is_never_written_through_a_hard_link: FINAL_HARD_LINK;
+    reports_are_never_written_through_a_linked_task_directory: TASK_DIR_LINK;
+    reports_are_never_written_through_a_linked_redraft_directory: OWN_DIR_LINK;
+    decisions_are_never_appended_through_a_symlink: DECISIONS_LINK;
+    decisions_are_never_appended_through_a_hard_link: DECISIONS_HARD_LINK;
 }
