@@ -39,7 +39,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::io::{self, ErrorKind, Read as _, Write as _};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
@@ -287,10 +287,16 @@ impl Protected {
                 }
             } else if let Some(was) = mtime
                 && now.mtimes.get(rel) != Some(was)
-                && let Err(e) = set_mtime(&self.root.join(rel), *was)
             {
-                // The bytes are right; a time this file system will not take is no reason to stop.
-                tracing::debug!(path = %shown(rel), "cannot put back the modification time: {e}");
+                // The bytes are right, only the time is not. A file with other hard links (one
+                // outside, maybe) gets a copy of its own rather than a new time on a shared inode.
+                let path = self.root.join(rel);
+                let shared = fs::symlink_metadata(&path).is_ok_and(|m| m.nlink() > 1);
+                let result = if shared { self.put_back(rel, node, Some(*was)) } else { set_mtime(&path, *was) };
+                if let Err(e) = result {
+                    // A time this file system will not take is no reason to stop.
+                    tracing::debug!(path = %shown(rel), "cannot put back the modification time: {e}");
+                }
             }
         }
         // What was not there is removed: the topmost path of each added tree.

@@ -1,5 +1,6 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt as _;
 
 use super::*;
 
@@ -234,4 +235,23 @@ fn a_directory_replaced_by_a_file_and_a_file_by_a_directory_come_back() {
     assert!(issues[1].text.contains("was replaced by a file"), "{}", issues[1].text);
     assert_eq!(fs::read_to_string(dir.path().join("tests/unit/a.sh")).unwrap(), "a");
     assert_eq!(fs::read_to_string(dir.path().join("tests/b.sh")).unwrap(), "b");
+}
+
+#[test]
+fn a_protected_file_hard_linked_outside_is_replaced_never_touched_through_the_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join("tests")).unwrap();
+    fs::write(dir.path().join("tests/check.sh"), "check").unwrap();
+    let p = Protected::capture(dir.path(), &["tests/**".to_owned()]).unwrap();
+    // The same bytes, but the inode of a file outside, whose time says otherwise.
+    fs::write(outside.path().join("copy"), "check").unwrap();
+    fs::File::open(outside.path().join("copy")).unwrap().set_modified(SystemTime::UNIX_EPOCH).unwrap();
+    fs::remove_file(dir.path().join("tests/check.sh")).unwrap();
+    fs::hard_link(outside.path().join("copy"), dir.path().join("tests/check.sh")).unwrap();
+    assert_eq!(p.before_verifier(), Ok(Vec::new()), "the same bytes: nothing to blame");
+    let meta = fs::symlink_metadata(dir.path().join("tests/check.sh")).unwrap();
+    assert_eq!(meta.nlink(), 1, "a file of its own again");
+    let outside_time = fs::metadata(outside.path().join("copy")).unwrap().modified().unwrap();
+    assert_eq!(outside_time, SystemTime::UNIX_EPOCH, "the file outside was not touched");
 }
