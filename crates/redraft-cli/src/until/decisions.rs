@@ -4,7 +4,6 @@
 //! escalated; the pattern is …").
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::Path;
 
 use anyhow::{Result, anyhow};
@@ -43,20 +42,17 @@ pub struct Entry<'a> {
 }
 
 /// Append `entry` to the file at `path`, creating it (with a title) when it does not exist.
-pub fn append(path: &Path, entry: &Entry<'_>) -> Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| anyhow!("cannot create `{}`: {e}", dir.display()))?;
+/// Inside the working directory `root` the file is rewritten whole as a new file, so a link the
+/// agent put in its place is replaced, never written through (`inside`).
+pub fn append(root: &Path, path: &Path, entry: &Entry<'_>) -> Result<()> {
+    let cannot = |e: std::io::Error| anyhow!("cannot record the loop's outcome in `{}`: {e}", path.display());
+    let mut text = super::inside::read_own(root, path).map_err(cannot)?.unwrap_or_default();
+    if text.is_empty() {
+        text.extend_from_slice(HEADER.as_bytes());
     }
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| anyhow!("cannot open `{}` to record the loop's outcome: {e}", path.display()))?;
-    let fresh = file.metadata().map(|m| m.len() == 0).unwrap_or(false);
-    let mut text = if fresh { HEADER.to_owned() } else { String::new() };
-    text.push('\n');
-    text.push_str(&render(entry));
-    file.write_all(text.as_bytes()).map_err(|e| anyhow!("cannot write to `{}`: {e}", path.display()))
+    text.push(b'\n');
+    text.extend_from_slice(render(entry).as_bytes());
+    super::inside::write(root, path, &text).map_err(cannot)
 }
 
 /// The entry as Markdown: a dated heading with the outcome, then the details.

@@ -15,8 +15,9 @@ pub struct Lock {
 impl Lock {
     /// Take the lock of `dir` for `task`, or say who holds it.
     pub fn acquire(dir: &Path, task: &str) -> Result<Self> {
-        let redraft = dir.join(".redraft");
-        std::fs::create_dir_all(&redraft).map_err(|e| anyhow!("cannot create `{}`: {e}", redraft.display()))?;
+        // A real directory: a link an agent left there is replaced, never followed.
+        let redraft = super::inside::real_dirs(dir, Path::new(".redraft"), super::inside::InTheWay::ReplaceLinks)
+            .map_err(|e| anyhow!("cannot create `{}`: {e}", dir.join(".redraft").display()))?;
         let path = redraft.join("until.lock");
         for _ in 0..2 {
             match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
@@ -59,7 +60,10 @@ fn alive(pid: u32) -> bool {
 
 impl Drop for Lock {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        // Only from a real `.redraft`: one the agent swapped for a link is not followed.
+        if self.path.parent().is_some_and(|dir| std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir())) {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 

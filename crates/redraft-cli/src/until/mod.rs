@@ -1,9 +1,11 @@
 //! `redraft until`: agent mode. The artifact is the working directory: each iteration runs
 //! the agent (prompt and feedback on stdin, in `$REDRAFT_PROMPT_FILE` and as `{prompt}`), then
 //! the verifier, and writes `.redraft/iterations/<task>/<i>.md`; success writes `final.md`,
-//! the cap writes `escalation.md`. Protected files are checked and put back as soon as the
-//! agent's turn ends — when the workspace is read, before any evaluator runs — and after any
-//! iteration that ended early and at the end of the loop; a change rejects the iteration.
+//! the cap writes `escalation.md`. Protected paths are checked and put back as they were before
+//! the loop as soon as the agent's turn ends — when the workspace is read, before any evaluator
+//! runs —, checked again right before the verifier starts, and put back after any iteration that
+//! ended early and at the end of the loop; a change the agent made rejects the iteration. Redraft
+//! starts no program of its own on the workspace: snapshots and diffs are its own code.
 //!
 //! It is the one loop: the flags become a [`RunSpec`] (with its `workspace`), prepared like
 //! any run, and recorded in the store like any run (`redraft runs show`); agent mode only
@@ -11,7 +13,9 @@
 //! (`plug`).
 
 mod decisions;
+mod inside;
 mod lock;
+mod names;
 mod plug;
 mod protect;
 mod report;
@@ -92,7 +96,7 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
     let prepared = spec.prepare(&SpecSetup::local(&config, root.clone()))?;
     let agent = prepared.agent.clone().ok_or_else(|| anyhow!("the agent command was not prepared"))?;
 
-    let workspace = Workspace::open(&root)?;
+    let workspace = Workspace::open(&root);
     let baseline = tokio::task::block_in_place(|| workspace.snapshot())?;
     let timeout = spec.policy(&config.policy).attempt_timeout;
     let mut verifier = ExecEvaluator::new(&args.verify, &root).timeout(timeout).extension("txt");
@@ -125,6 +129,7 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
         .with_observer(Arc::new(Journal {
             shared: shared.clone(),
             agent,
+            root: root.clone(),
             dir: dir.clone(),
             task: task_id.clone(),
             limit: limit.clone(),
@@ -229,11 +234,11 @@ impl Ended<'_> {
             .unwrap_or_else(|e| format!("(cannot list the changes: {e})"));
         let written = if result.succeeded() {
             let cumulative = tokio::task::block_in_place(|| shared.workspace.diff(&shared.baseline, &now))?;
-            report::write_final(self.dir, self.task_id, &args.verify, result, &cumulative)?
+            report::write_final(self.root, self.dir, self.task_id, &args.verify, result, &cumulative)?
         } else {
             let diffs = shared.diffs.lock().map(|d| d.clone()).unwrap_or_default();
             let include = self.config.decide.escalation_includes_diff.then_some(diffs.as_slice());
-            report::write_escalation(self.dir, self.task_id, &args.verify, result, include)?
+            report::write_escalation(self.root, self.dir, self.task_id, &args.verify, result, include)?
         };
         if !args.no_decisions {
             let entry = decisions::Entry {
@@ -250,7 +255,7 @@ impl Ended<'_> {
             };
             let path = self.root.join(&args.decisions);
             // The loop's own reports are written; a decisions file that cannot be is said, not fatal.
-            if let Err(e) = decisions::append(&path, &entry) {
+            if let Err(e) = decisions::append(self.root, &path, &entry) {
                 eprintln!("warning: {e}");
             }
         }

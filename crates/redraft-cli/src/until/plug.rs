@@ -8,13 +8,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
-use redraft::core::{ArtifactSource, EvalInput, Evaluator, EvaluatorError, Verdict};
+use redraft::core::{ArtifactSource, EvalInput, Evaluator, EvaluatorError, Issue, Verdict};
 use redraft::eval::ExecEvaluator;
 use redraft::providers::CommandProvider;
 use redraft::{AttemptRecord, RunObserver};
 use serde_json::Value;
 
-use super::protect::{Finding, Protected};
+use super::protect::{Finding, PROTECTED_FILE_MODIFIED, Protected};
 use super::report::{self, IterationReport};
 use super::workspace::{Snapshot, Workspace};
 
@@ -29,10 +29,9 @@ pub(super) struct Shared {
     pub(super) before: Mutex<Option<Snapshot>>,
     pub(super) current: Mutex<IterationReport>,
     pub(super) protected: Protected,
-    /// What checking the protected files after the agent's turn found, for the protect
-    /// evaluator.
+    /// What the agent's turn changed under the protected paths, for the protect evaluator.
     pub(super) protect_found: Arc<Mutex<Vec<Finding>>>,
-    /// Whether the protected files were checked since the agent's turn began.
+    /// Whether the agent's turn was checked since it began.
     pub(super) protect_checked: AtomicBool,
     pub(super) diffs: Mutex<Vec<(u32, String)>>,
 }
@@ -57,36 +56,32 @@ impl Shared {
         self.before.lock().ok().and_then(|b| b.clone()).unwrap_or_else(|| self.baseline.clone())
     }
 
-    /// Check the protected files after the agent's turn: put back what it changed, remove
-    /// what it added where a glob matches (`after` tells what the turn changed).
-    fn check_protected(&self, after: Option<&Snapshot>) -> Vec<Finding> {
+    /// The agent's turn has ended: find what it changed under the protected paths, and put
+    /// them back as they were before the loop.
+    fn end_turn(&self) -> Vec<Finding> {
         self.protect_checked.store(true, Ordering::SeqCst);
-        if !self.protected.has_rules() {
-            return Vec::new();
-        }
-        tokio::task::block_in_place(|| {
-            let changed = match after.map(|after| self.workspace.changed_paths(&self.before(), after)) {
-                Some(Ok(changed)) => changed,
-                Some(Err(e)) => {
-                    tracing::warn!("cannot list what the agent changed, so files it added are not checked: {e}");
-                    Vec::new()
-                }
-                None => Vec::new(),
-            };
-            self.protected.check_and_restore(&changed)
-        })
+        tokio::task::block_in_place(|| self.protected.end_turn())
     }
 
-    /// Put protected files back outside an evaluation — after the verifier ran, after an
-    /// iteration that ended before the workspace was read (a timeout), when the loop stops —
-    /// saying what was put back.
+    /// After an iteration: when it ended before the workspace was read (a timeout), the agent's
+    /// turn is checked now, and what it changed under the protected paths is put back and said.
+    fn after_iteration(&self, iteration: u32) {
+        if !self.protect_checked.swap(true, Ordering::SeqCst) {
+            for f in self.end_turn() {
+                eprintln!("warning: after iteration {iteration}: {}", f.text);
+            }
+        }
+    }
+
+    /// Put the protected paths back as they were before the loop — when it stops, and at its
+    /// cap — saying what was put back (caches aside): what an agent's unfinished turn changed,
+    /// and what the verifier left there.
     pub(super) fn settle_protected(&self, when: &str) {
-        let found = if self.protect_checked.swap(true, Ordering::SeqCst) {
-            tokio::task::block_in_place(|| self.protected.check_and_restore(&[]))
-        } else {
-            let now = if self.protected.has_rules() { self.snapshot().ok() } else { None };
-            self.check_protected(now.as_ref())
-        };
+        let mut found = Vec::new();
+        if !self.protect_checked.swap(true, Ordering::SeqCst) {
+            found = self.end_turn();
+        }
+        found.extend(tokio::task::block_in_place(|| self.protected.settle()));
         for f in found {
             eprintln!("warning: {when}: {}", f.text);
         }
@@ -102,10 +97,10 @@ impl ArtifactSource for WorkspaceArtifact {
     async fn artifact(&self, _raw: &str, _iteration: u32) -> Result<Value, EvaluatorError> {
         let fail = |e: anyhow::Error| EvaluatorError::Failed { evaluator: "workspace".into(), message: e.to_string() };
         let s = &self.0;
-        // The snapshot keeps what the agent did (the report shows it); then the protected files
+        // The snapshot keeps what the agent did (the report shows it); then the protected paths
         // are put back before any evaluator — the verifier included — sees the workspace.
         let after = s.snapshot();
-        let found = s.check_protected(after.as_ref().ok());
+        let found = s.end_turn();
         if let Ok(mut f) = s.protect_found.lock() {
             *f = found;
         }
@@ -137,6 +132,25 @@ impl Evaluator for Verifier {
     }
 
     async fn evaluate(&self, input: EvalInput<'_>) -> Result<Verdict, EvaluatorError> {
+        // The verifier never runs against anything but the protected paths as they were before
+        // the loop: checked again here, right before it starts.
+        match tokio::task::block_in_place(|| self.shared.protected.before_verifier()) {
+            Ok(found) => {
+                for f in found {
+                    eprintln!("warning: right before the verifier ran: {}", f.text);
+                }
+            }
+            Err(why) => {
+                let issue = Issue::new(
+                    "",
+                    PROTECTED_FILE_MODIFIED,
+                    format!(
+                        "{why}, so the verifier did not run. Change the code under test, not the tests or the verifier."
+                    ),
+                );
+                return Ok(Verdict::from_issues(vec![issue]));
+            }
+        }
         let out = self.exec.run(input.artifact).await?;
         let verdict = self.exec.verdict(&out);
         self.shared.with_report(|r| r.verifier = Some(out));
@@ -149,6 +163,9 @@ impl Evaluator for Verifier {
 pub(super) struct Journal {
     pub(super) shared: Arc<Shared>,
     pub(super) agent: Arc<CommandProvider>,
+    /// The working directory.
+    pub(super) root: PathBuf,
+    /// Where the task's reports go, under `root`.
     pub(super) dir: PathBuf,
     pub(super) task: String,
     /// Iterations the loop may make: the cap, raised by each answer at the cap.
@@ -166,6 +183,7 @@ impl RunObserver for Journal {
         if let Ok(mut b) = s.before.lock() {
             *b = snap;
         }
+        tokio::task::block_in_place(|| s.protected.begin_turn());
         s.protect_checked.store(false, Ordering::SeqCst);
         let (agent_command, verifier_command) = {
             let r = s.report();
@@ -176,17 +194,21 @@ impl RunObserver for Journal {
 
     async fn attempt_finished(&self, _run_id: &str, attempt: &AttemptRecord) {
         let s = &self.shared;
-        // Usually nothing is left to put back; an iteration that timed out before the
-        // workspace was read, or a verifier that wrote to a protected file, is caught here.
-        s.settle_protected(&format!("after iteration {}", attempt.iteration));
+        // An iteration that timed out before the workspace was read is checked here.
+        s.after_iteration(attempt.iteration);
         s.with_report(|r| r.agent = self.agent.last_output());
         let report = s.report();
         if let Ok(mut d) = s.diffs.lock() {
             d.push((attempt.iteration, report.diff.clone()));
         }
-        if let Err(e) =
-            report::write_iteration(&self.dir, &self.task, self.limit.load(Ordering::SeqCst), attempt, &report)
-        {
+        if let Err(e) = report::write_iteration(
+            &self.root,
+            &self.dir,
+            &self.task,
+            self.limit.load(Ordering::SeqCst),
+            attempt,
+            &report,
+        ) {
             tracing::error!("{e}");
         }
     }

@@ -1,84 +1,147 @@
-//! `--protect GLOB`: files the agent must not change (typically the tests).
+//! `--protect GLOB`: paths the agent must not change (typically the tests), and the promise that
+//! the verifier only ever runs against them as they were before the loop.
 //!
-//! Every file a glob matches — or that lies under a directory it matches — is read before the
-//! first agent run: its bytes and mode, or a symlink's target. After each agent run, before
-//! any evaluator sees the workspace, a protected file that was changed, deleted, replaced or
-//! given another mode is put back, and a file the agent added where a glob matches is removed
-//! (in a git repository, files git ignores — caches, build output — are not counted as
-//! added); the iteration is then rejected as verifier-gaming (`protected_file_modified`)
-//! whatever the verifier says.
+//! **What is protected.** Everything a glob matches, or that lies under a directory it matches:
+//! files, symlinks, directories, dotfiles, caches (`__pycache__`, `.pytest_cache`), files git
+//! ignores, any byte sequence as a name. Redraft walks the protected trees itself (`globs`),
+//! matching names as bytes; git's view of the workspace plays no part.
 //!
-//! Nothing here follows a symlink: the tree is walked through real directories only, and a
+//! **Before the loop** every protected path is recorded: a file's bytes, mode and modification
+//! time, a symlink's target, a directory's mode.
+//!
+//! **Before each verifier run** the protected paths are put back exactly as they were (byte for
+//! byte, with their modes, types and files' modification times): files added there are removed
+//! (directories too), changed ones restored, deleted ones recreated. This happens when the
+//! agent's turn ends (when the workspace is read, before any evaluator) and is checked again
+//! right before the verifier starts; when it cannot be done, the verifier does not run and the
+//! iteration is rejected.
+//!
+//! **Blame.** What the *agent* changed is what differs between the protected paths when its turn
+//! ended and when it began — so what the verifier wrote there on its previous run (pytest's
+//! `__pycache__` and `.pytest_cache`, a report) is never blamed on the agent. A change the agent
+//! made rejects the iteration as verifier-gaming (`protected_file_modified`), whatever the
+//! verifier says. One exception: changes inside a well-known cache directory ([`CACHE_DIRS`] —
+//! an honest agent that runs the tests writes them too) are put back like everything else but
+//! not held against the agent; they are logged (at `info`). A forged `.pyc` beside a protected
+//! test is therefore removed before the verifier runs, silently: the verifier judges the real
+//! test, and its verdict is the iteration's.
+//!
+//! **After the loop** (or at its cap) the protected paths are put back once more, so the loop
+//! leaves them as it found them; what the verifier left there is named in a warning, unless it
+//! is a cache.
+//!
+//! Nothing here follows a symlink: the trees are walked through real directories only, and a
 //! restore replaces whatever stands in the way (a symlink, a directory, a file where a directory
 //! was) instead of writing through it, so nothing outside the working directory is written or
-//! deleted. Change detection compares bytes and modes, never times or sizes alone.
+//! deleted. Change detection compares bytes (SHA-256), modes and types, never times or sizes
+//! alone.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
-use std::io::{ErrorKind, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::io::{self, ErrorKind, Read as _, Write as _};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
 
 use anyhow::{Result, anyhow};
 use redraft::core::{EvalInput, Evaluator, EvaluatorError, Issue, Verdict};
+use sha2::{Digest, Sha256};
 
 use self::globs::Rule;
+use super::inside::{InTheWay, real_dirs};
+use super::names::shown;
 
 mod globs;
 
 /// The issue code of an iteration that changed a protected file.
 pub const PROTECTED_FILE_MODIFIED: &str = "protected_file_modified";
 
-/// A protected file as it was before the loop.
+/// Cache directories: what changes inside them is put back, but not blamed on the agent.
+pub const CACHE_DIRS: [&str; 4] = ["__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"];
+
+type Sha = [u8; 32];
+
+/// A protected path as the listings compare it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Entry {
-    File { bytes: Vec<u8>, mode: u32 },
+enum Node {
+    File {
+        mode: u32,
+        sha: Sha,
+    },
     Link(PathBuf),
+    Dir {
+        mode: u32,
+    },
+    /// A socket, pipe or device: never recreated.
+    Special,
+    /// A file that could not be read.
+    Unreadable,
 }
 
-/// The protected files, as they were before the loop.
+impl Node {
+    fn kind(&self) -> &'static str {
+        match self {
+            Node::File { .. } | Node::Unreadable => "a file",
+            Node::Link(_) => "a symlink",
+            Node::Dir { .. } => "a directory",
+            Node::Special => "a special file",
+        }
+    }
+}
+
+/// The protected paths at one moment.
+#[derive(Debug, Default, Clone)]
+struct Listing {
+    nodes: BTreeMap<PathBuf, Node>,
+    /// Files' modification times.
+    mtimes: BTreeMap<PathBuf, SystemTime>,
+    /// Directories that could not be listed, and files that could not be read.
+    unreadable: Vec<String>,
+}
+
+/// The protected paths, as they were before the loop.
 #[derive(Debug)]
 pub struct Protected {
     root: PathBuf,
     rules: Vec<Rule>,
-    files: BTreeMap<PathBuf, Entry>,
+    before: Listing,
+    /// The bytes of every protected file before the loop, by SHA-256.
+    contents: HashMap<Sha, Vec<u8>>,
+    /// The protected paths when the agent's current turn began.
+    turn: Mutex<Option<Listing>>,
     unmatched: Vec<String>,
 }
 
 impl Protected {
-    /// Expand `patterns` (relative to `root`, or absolute inside it) and remember every
-    /// protected file: its bytes and mode, or a symlink's target.
+    /// Expand `patterns` (relative to `root`, or absolute inside it) and record every protected
+    /// path: a file's bytes, mode and modification time, a symlink's target, a directory's mode.
     pub fn capture(root: &Path, patterns: &[String]) -> Result<Self> {
         let rules = patterns.iter().map(|p| Rule::parse(root, p)).collect::<Result<Vec<_>>>()?;
-        let mut files = BTreeMap::new();
         let mut unmatched = Vec::new();
+        let mut found = BTreeMap::new();
+        let mut unreadable = Vec::new();
         for rule in &rules {
-            let mut found = BTreeSet::new();
-            rule.walk(root, &mut found)?;
-            let mut any = false;
-            for rel in found {
-                let path = root.join(&rel);
-                let meta = fs::symlink_metadata(&path)
-                    .map_err(|e| anyhow!("cannot read protected `{}`: {e}", rel.display()))?;
-                let entry = if meta.file_type().is_symlink() {
-                    let target =
-                        fs::read_link(&path).map_err(|e| anyhow!("cannot read protected `{}`: {e}", rel.display()))?;
-                    Entry::Link(target)
-                } else if meta.is_file() {
-                    let bytes =
-                        fs::read(&path).map_err(|e| anyhow!("cannot read protected `{}`: {e}", rel.display()))?;
-                    Entry::File { bytes, mode: mode_of(&meta) }
-                } else {
-                    continue; // sockets, pipes, devices: nothing to put back
-                };
-                any = true;
-                files.entry(rel).or_insert(entry);
-            }
-            if !any {
+            let mut mine = BTreeMap::new();
+            rule.walk(root, &mut mine, &mut unreadable);
+            if mine.values().all(fs::Metadata::is_dir) {
                 unmatched.push(rule.text.clone());
             }
+            found.extend(mine);
         }
-        Ok(Self { root: root.to_owned(), rules, files, unmatched })
+        if let Some(first) = unreadable.first() {
+            return Err(anyhow!(
+                "cannot read the protected {first}\nhint: redraft records protected files before the loop; make them readable, or protect less"
+            ));
+        }
+        let mut contents = HashMap::new();
+        let before = listing(root, found, Some(&mut contents));
+        if let Some(first) = before.unreadable.first() {
+            return Err(anyhow!(
+                "cannot read the protected {first}\nhint: redraft records protected files before the loop; make them readable, or protect less"
+            ));
+        }
+        Ok(Self { root: root.to_owned(), rules, before, contents, turn: Mutex::new(None), unmatched })
     }
 
     /// Whether any glob was given.
@@ -86,50 +149,203 @@ impl Protected {
         !self.rules.is_empty()
     }
 
-    /// The protected paths, relative to the root.
-    #[cfg(test)]
-    fn paths(&self) -> Vec<String> {
-        self.files.keys().map(|p| p.display().to_string()).collect()
-    }
-
     /// The globs that matched no file when the loop started.
     pub fn unmatched(&self) -> &[String] {
         &self.unmatched
     }
 
-    /// Find changes to protected files and undo them: every protected file is compared with
-    /// what it was, and each of `changed` (the paths the agent's turn changed, relative) that
-    /// a glob matches and that is not a protected file was added, and is removed.
-    pub fn check_and_restore(&self, changed: &[String]) -> Vec<Finding> {
-        let mut found = Vec::new();
-        for (rel, entry) in &self.files {
-            let Some(what) = self.change(rel, entry) else { continue };
-            let done = match self.put_back(rel, entry) {
-                Ok(()) => "it has been put back".to_owned(),
-                Err(e) => format!("it could not be put back ({e})"),
-            };
-            found.push(Finding::new(rel, format!("`{}` is protected and was {what}; {done}.", rel.display())));
+    #[cfg(test)]
+    fn paths(&self) -> Vec<String> {
+        self.before.nodes.iter().filter(|(_, n)| !matches!(n, Node::Dir { .. })).map(|(p, _)| shown(p)).collect()
+    }
+
+    /// The protected paths now.
+    fn now(&self) -> Listing {
+        let (found, unreadable) = self.walk();
+        let mut now = listing(&self.root, found, None);
+        now.unreadable.extend(unreadable);
+        now
+    }
+
+    /// The protected paths now, with their metadata (nothing read), and what could not be listed.
+    fn walk(&self) -> (BTreeMap<PathBuf, fs::Metadata>, Vec<String>) {
+        let mut found = BTreeMap::new();
+        let mut unreadable = Vec::new();
+        for rule in &self.rules {
+            rule.walk(&self.root, &mut found, &mut unreadable);
         }
-        for rel in changed.iter().map(PathBuf::from) {
-            if self.files.contains_key(&rel) || !self.rules.iter().any(|r| r.matches(&rel)) {
+        (found, unreadable)
+    }
+
+    /// The agent's turn begins: remember the protected paths as they are (as the verifier, or
+    /// the capture, left them).
+    pub fn begin_turn(&self) {
+        if !self.has_rules() {
+            return;
+        }
+        let now = self.now();
+        if let Ok(mut turn) = self.turn.lock() {
+            *turn = Some(now);
+        }
+    }
+
+    /// The agent's turn has ended: find what it changed under the protected paths (caches
+    /// aside), then put every protected path back as it was before the loop.
+    pub fn end_turn(&self) -> Vec<Finding> {
+        if !self.has_rules() {
+            return Vec::new();
+        }
+        let began = self.turn.lock().ok().and_then(|mut t| t.take()).unwrap_or_else(|| self.before.clone());
+        let now = self.now();
+        let (changes, caches) = differences(&self.root, &began, &now);
+        if !caches.is_empty() {
+            let paths: Vec<String> = caches.iter().map(|p| shown(p)).collect();
+            tracing::info!(paths = %paths.join(", "), "put back the caches the agent's turn changed under protected paths");
+        }
+        let failed = self.restore(&now);
+        self.findings(changes, &failed)
+    }
+
+    /// Right before the verifier runs: the protected paths must be as they were before the
+    /// loop. What was not (nothing, unless a process outlived its command) is put back and
+    /// returned; `Err` says why the verifier must not run.
+    pub fn before_verifier(&self) -> Result<Vec<Finding>, String> {
+        if !self.has_rules() {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        if same(&self.before, &now) {
+            return Ok(Vec::new());
+        }
+        let (changes, _) = differences(&self.root, &self.before, &now);
+        let failed = self.restore(&now);
+        if let Some((path, why)) = failed.iter().next() {
+            return Err(format!("`{}` could not be put back as it was before the loop ({why})", shown(path)));
+        }
+        Ok(self.findings(changes, &failed))
+    }
+
+    /// Put every protected path back as it was before the loop, saying what was not (caches
+    /// aside): at the end of the loop, and at its cap.
+    pub fn settle(&self) -> Vec<Finding> {
+        if !self.has_rules() {
+            return Vec::new();
+        }
+        let now = self.now();
+        if same(&self.before, &now) {
+            return Vec::new();
+        }
+        let (changes, _) = differences(&self.root, &self.before, &now);
+        let failed = self.restore(&now);
+        self.findings(changes, &failed)
+    }
+
+    /// Each change, with what was done about it.
+    fn findings(&self, changes: Vec<(PathBuf, Change)>, failed: &BTreeMap<PathBuf, String>) -> Vec<Finding> {
+        changes
+            .into_iter()
+            .map(|(rel, change)| {
+                let failure = failed.iter().find(|(p, _)| p.starts_with(&rel) || rel.starts_with(p)).map(|(_, w)| w);
+                let text = match (&change, failure) {
+                    (Change::Added(kind), None) => {
+                        format!(
+                            "`{}` matches a protected pattern and was added{}; it has been removed.",
+                            shown(&rel),
+                            kind_of(kind)
+                        )
+                    }
+                    (Change::Added(kind), Some(why)) => format!(
+                        "`{}` matches a protected pattern and was added{}; it could not be removed ({why}).",
+                        shown(&rel),
+                        kind_of(kind)
+                    ),
+                    (Change::Changed(what), None) => {
+                        format!("`{}` is protected and was {what}; it has been put back.", shown(&rel))
+                    }
+                    (Change::Changed(what), Some(why)) => {
+                        format!("`{}` is protected and was {what}; it could not be put back ({why}).", shown(&rel))
+                    }
+                };
+                Finding { path: shown(&rel), text }
+            })
+            .collect()
+    }
+
+    /// Make the protected paths what they were before the loop; `now` is what they are. Returns
+    /// the paths that could not be put back, with why.
+    fn restore(&self, now: &Listing) -> BTreeMap<PathBuf, String> {
+        let mut failed = BTreeMap::new();
+        if same(&self.before, now) {
+            return failed;
+        }
+        // Parents first: a directory is there before what goes in it.
+        for (rel, node) in &self.before.nodes {
+            let mtime = self.before.mtimes.get(rel);
+            if now.nodes.get(rel) != Some(node) {
+                if let Err(e) = self.put_back(rel, node, mtime.copied()) {
+                    failed.insert(rel.clone(), e.to_string());
+                }
+            } else if let Some(was) = mtime
+                && now.mtimes.get(rel) != Some(was)
+            {
+                // The bytes are right, only the time is not. A file with other hard links (one
+                // outside, maybe) gets a copy of its own rather than a new time on a shared inode.
+                let path = self.root.join(rel);
+                let shared = fs::symlink_metadata(&path).is_ok_and(|m| m.nlink() > 1);
+                let result = if shared { self.put_back(rel, node, Some(*was)) } else { set_mtime(&path, *was) };
+                if let Err(e) = result {
+                    // A time this file system will not take is no reason to stop.
+                    tracing::debug!(path = %shown(rel), "cannot put back the modification time: {e}");
+                }
+            }
+        }
+        // What was not there is removed: the topmost path of each added tree.
+        let mut removed: BTreeSet<PathBuf> = BTreeSet::new();
+        for rel in self.walk().0.keys() {
+            if self.before.nodes.contains_key(rel) || rel.ancestors().skip(1).any(|a| removed.contains(a)) {
                 continue;
             }
-            let Some(path) = self.reachable(&rel) else { continue };
-            // A symlink is removed itself, never what it points to; a directory is left alone.
-            match fs::symlink_metadata(&path) {
-                Ok(meta) if !meta.is_dir() => {}
-                _ => continue,
-            }
-            let done = match fs::remove_file(&path) {
-                Ok(()) => "it has been removed".to_owned(),
-                Err(e) => format!("it could not be removed ({e})"),
+            let result = match self.reachable(rel) {
+                Some(path) => remove_tree(&path),
+                None => Ok(()),
             };
-            found.push(Finding::new(
-                &rel,
-                format!("`{}` matches a protected pattern and was added; {done}.", rel.display()),
-            ));
+            match result {
+                Ok(()) => {
+                    removed.insert(rel.clone());
+                }
+                Err(e) => {
+                    failed.insert(rel.clone(), e.to_string());
+                }
+            }
         }
-        found
+        // Directories get their own modes last (a read-only one was writable meanwhile).
+        for (rel, node) in self.before.nodes.iter().rev() {
+            if let Node::Dir { mode } = node {
+                let path = self.root.join(rel);
+                let result = match fs::symlink_metadata(&path) {
+                    Ok(meta) if meta.is_dir() && mode_of(&meta) != *mode => {
+                        fs::set_permissions(&path, fs::Permissions::from_mode(*mode))
+                    }
+                    _ => Ok(()),
+                };
+                if let Err(e) = result {
+                    failed.insert(rel.clone(), e.to_string());
+                }
+            }
+        }
+        // Checked, not assumed.
+        let after = self.now();
+        for (rel, node) in &self.before.nodes {
+            if after.nodes.get(rel) != Some(node) && !failed.contains_key(rel) {
+                failed.insert(rel.clone(), "it still differs".to_owned());
+            }
+        }
+        for rel in after.nodes.keys() {
+            if !self.before.nodes.contains_key(rel) && !failed.contains_key(rel) {
+                failed.insert(rel.clone(), "it is still there".to_owned());
+            }
+        }
+        failed
     }
 
     /// The full path of `rel` when every directory on the way to it is a real directory, not
@@ -145,107 +361,246 @@ impl Protected {
         Some(path.join(rel.file_name()?))
     }
 
-    /// How `rel` differs from `entry` now, if it does.
-    fn change(&self, rel: &Path, entry: &Entry) -> Option<String> {
-        let mut dir = PathBuf::new();
-        for part in rel.parent().into_iter().flat_map(Path::iter) {
-            dir.push(part);
-            match fs::symlink_metadata(self.root.join(&dir)) {
-                Ok(meta) if meta.is_dir() => {}
-                Ok(meta) if meta.file_type().is_symlink() => {
-                    return Some(format!("moved away (its directory `{}` was replaced by a symlink)", dir.display()));
-                }
-                Ok(_) => return Some(format!("deleted (its directory `{}` was replaced by a file)", dir.display())),
-                Err(_) => return Some("deleted".to_owned()),
-            }
-        }
-        let path = self.root.join(rel);
-        let meta = match fs::symlink_metadata(&path) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Some("deleted".to_owned()),
-            Err(e) => return Some(format!("made unreadable ({e})")),
-        };
-        let kind = meta.file_type();
-        match entry {
-            Entry::File { bytes, mode } => {
-                if kind.is_symlink() {
-                    return Some("replaced by a symlink".to_owned());
-                }
-                if kind.is_dir() {
-                    return Some("replaced by a directory".to_owned());
-                }
-                if !kind.is_file() {
-                    return Some("replaced by a special file".to_owned());
-                }
-                let same_bytes = meta.len() == bytes.len() as u64 && fs::read(&path).is_ok_and(|now| now == *bytes);
-                let now_mode = mode_of(&meta);
-                if !same_bytes {
-                    Some("changed".to_owned())
-                } else if now_mode != *mode {
-                    Some(format!("given mode `{now_mode:o}` instead of `{mode:o}`"))
-                } else {
-                    None
-                }
-            }
-            Entry::Link(target) => {
-                let same = kind.is_symlink() && fs::read_link(&path).is_ok_and(|now| now == *target);
-                (!same).then(|| "replaced".to_owned())
-            }
-        }
-    }
-
-    /// Put `entry` back at `rel`, replacing whatever is there (a symlink is replaced, never
+    /// Put `node` back at `rel`, replacing whatever is there (a symlink is replaced, never
     /// written through).
-    fn put_back(&self, rel: &Path, entry: &Entry) -> std::io::Result<()> {
-        let parent = self.real_dirs(rel.parent().unwrap_or(Path::new("")))?;
-        let name = rel.file_name().ok_or_else(|| std::io::Error::new(ErrorKind::InvalidInput, "no file name"))?;
+    fn put_back(&self, rel: &Path, node: &Node, mtime: Option<SystemTime>) -> io::Result<()> {
+        if let Node::Dir { mode } = node {
+            let path = real_dirs(&self.root, rel, InTheWay::Replace)?;
+            // Writable while its contents are put back; its own mode comes last.
+            let meta = fs::symlink_metadata(&path)?;
+            let usable = mode | 0o700;
+            if mode_of(&meta) != usable {
+                fs::set_permissions(&path, fs::Permissions::from_mode(usable))?;
+            }
+            return Ok(());
+        }
+        let parent = real_dirs(&self.root, rel.parent().unwrap_or(Path::new("")), InTheWay::Replace)?;
+        let name = rel.file_name().ok_or_else(|| io::Error::new(ErrorKind::InvalidInput, "no file name"))?;
         let path = parent.join(name);
         match fs::symlink_metadata(&path) {
-            Ok(meta) if meta.is_dir() => fs::remove_dir_all(&path)?,
-            Ok(_) if matches!(entry, Entry::Link(_)) => fs::remove_file(&path)?,
+            Ok(meta) if meta.is_dir() => remove_tree(&path)?,
+            Ok(_) if !matches!(node, Node::File { .. }) => fs::remove_file(&path)?,
             _ => {}
         }
-        match entry {
-            Entry::File { bytes, mode } => {
+        match node {
+            Node::File { mode, sha } => {
+                let bytes = self.contents.get(sha).ok_or_else(|| io::Error::other("its content was not recorded"))?;
                 // Written beside it, then renamed over it: the rename replaces a symlink or a
                 // pipe in the way. The mode is set on the new file, whatever the umask.
                 let mut file = tempfile::Builder::new().prefix(".redraft-restore-").tempfile_in(&parent)?;
                 file.write_all(bytes)?;
                 file.as_file().set_permissions(fs::Permissions::from_mode(*mode))?;
+                if let Some(mtime) = mtime {
+                    file.as_file().set_modified(mtime)?;
+                }
                 file.persist(&path).map_err(|e| e.error)?;
             }
-            Entry::Link(target) => std::os::unix::fs::symlink(target, &path)?,
+            Node::Link(target) => std::os::unix::fs::symlink(target, &path)?,
+            Node::Special | Node::Unreadable => {
+                return Err(io::Error::other("a special file cannot be recreated"));
+            }
+            Node::Dir { .. } => {}
         }
         Ok(())
     }
+}
 
-    /// Make every directory of `dir` (relative) a real directory again — a symlink or a file
-    /// in the way is removed, never followed — and return its full path.
-    fn real_dirs(&self, dir: &Path) -> std::io::Result<PathBuf> {
-        let mut path = self.root.clone();
-        for part in dir {
-            path.push(part);
-            match fs::symlink_metadata(&path) {
-                Ok(meta) if meta.is_dir() => continue,
-                Ok(_) => fs::remove_file(&path)?,
-                Err(e) if e.kind() == ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
-            }
-            fs::create_dir(&path)?;
+/// What happened to a protected path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Change {
+    /// Added where a glob matches: "a file", "a directory", …
+    Added(&'static str),
+    /// Changed, deleted or replaced: "changed", "deleted", "replaced by a symlink", …
+    Changed(String),
+}
+
+/// Whether two listings are the same paths with the same nodes.
+fn same(a: &Listing, b: &Listing) -> bool {
+    a.nodes == b.nodes && a.mtimes == b.mtimes && b.unreadable.is_empty()
+}
+
+/// Whether `rel` is inside a cache directory.
+fn in_cache(rel: &Path) -> bool {
+    rel.iter().any(|part| CACHE_DIRS.iter().any(|cache| part == *cache))
+}
+
+/// What differs from `was` to `is`, outside caches (a whole added or deleted tree once, by its
+/// topmost path), and the paths that differ inside caches.
+fn differences(root: &Path, was: &Listing, is: &Listing) -> (Vec<(PathBuf, Change)>, Vec<PathBuf>) {
+    let paths: BTreeSet<&PathBuf> = was.nodes.keys().chain(is.nodes.keys()).collect();
+    let mut changes = Vec::new();
+    let mut caches = Vec::new();
+    // Paths whose whole tree is already told (added, deleted, or no longer a directory).
+    let mut told: BTreeSet<&Path> = BTreeSet::new();
+    for rel in paths {
+        let (old, new) = (was.nodes.get(rel), is.nodes.get(rel));
+        if old == new {
+            continue;
         }
-        Ok(path)
+        if in_cache(rel) {
+            caches.push(rel.clone());
+            continue;
+        }
+        if rel.ancestors().skip(1).any(|a| told.contains(a)) {
+            continue;
+        }
+        let change = match (old, new) {
+            (None, Some(node)) => {
+                told.insert(rel);
+                Change::Added(node.kind())
+            }
+            (Some(_), None) => {
+                told.insert(rel);
+                Change::Changed(gone(root, rel))
+            }
+            (Some(old), Some(new)) => {
+                if matches!(old, Node::Dir { .. }) != matches!(new, Node::Dir { .. }) {
+                    told.insert(rel);
+                }
+                Change::Changed(changed(old, new))
+            }
+            (None, None) => continue,
+        };
+        changes.push((rel.clone(), change));
     }
+    (changes, caches)
+}
+
+/// What was added, after "was added": nothing for a file.
+fn kind_of(kind: &str) -> String {
+    if kind == "a file" { String::new() } else { format!(" ({kind})") }
+}
+
+/// How `old` became `new`.
+fn changed(old: &Node, new: &Node) -> String {
+    match (old, new) {
+        (Node::File { sha: a, .. }, Node::File { sha: b, .. }) if a != b => "changed".to_owned(),
+        (Node::File { mode: a, .. }, Node::File { mode: b, .. }) | (Node::Dir { mode: a }, Node::Dir { mode: b }) => {
+            format!("given mode `{b:o}` instead of `{a:o}`")
+        }
+        (Node::Link(_), Node::Link(target)) => format!("replaced by a symlink to `{}`", shown(target)),
+        (_, Node::Unreadable) => "made unreadable".to_owned(),
+        (_, new) => format!("replaced by {}", new.kind()),
+    }
+}
+
+/// Why a protected path is gone: deleted, or one of its directories is no longer a directory.
+fn gone(root: &Path, rel: &Path) -> String {
+    let mut dir = PathBuf::new();
+    for part in rel.parent().into_iter().flat_map(Path::iter) {
+        dir.push(part);
+        match fs::symlink_metadata(root.join(&dir)) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return format!("moved away (its directory `{}` was replaced by a symlink)", shown(&dir));
+            }
+            Ok(_) => return format!("deleted (its directory `{}` was replaced by a file)", shown(&dir)),
+            Err(_) => return "deleted".to_owned(),
+        }
+    }
+    "deleted".to_owned()
+}
+
+/// The listing of the paths `found` (relative to `root`, with their metadata). With `contents`,
+/// the bytes of each file are kept there.
+fn listing(
+    root: &Path,
+    found: BTreeMap<PathBuf, fs::Metadata>,
+    mut contents: Option<&mut HashMap<Sha, Vec<u8>>>,
+) -> Listing {
+    let mut out = Listing::default();
+    for (rel, meta) in found {
+        let path = root.join(&rel);
+        let kind = meta.file_type();
+        let node = if kind.is_symlink() {
+            match fs::read_link(&path) {
+                Ok(target) => Node::Link(target),
+                Err(e) => {
+                    out.unreadable.push(format!("`{}`: {e}", shown(&rel)));
+                    Node::Unreadable
+                }
+            }
+        } else if kind.is_dir() {
+            Node::Dir { mode: mode_of(&meta) }
+        } else if kind.is_file() {
+            if let Ok(mtime) = meta.modified() {
+                out.mtimes.insert(rel.clone(), mtime);
+            }
+            match hash_file(&path, contents.as_deref_mut()) {
+                Ok(sha) => Node::File { mode: mode_of(&meta), sha },
+                Err(e) => {
+                    out.unreadable.push(format!("`{}`: {e}", shown(&rel)));
+                    Node::Unreadable
+                }
+            }
+        } else {
+            Node::Special
+        };
+        out.nodes.insert(rel, node);
+    }
+    out
+}
+
+/// The SHA-256 of a regular file, read in chunks; with `keep`, its bytes are kept there too.
+fn hash_file(path: &Path, keep: Option<&mut HashMap<Sha, Vec<u8>>>) -> io::Result<Sha> {
+    let mut file = fs::File::open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other("it is no longer a regular file"));
+    }
+    let mut hasher = Sha256::new();
+    let mut bytes = Vec::new();
+    let mut chunk = vec![0; 64 * 1024];
+    loop {
+        let n = match file.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        hasher.update(&chunk[..n]);
+        if keep.is_some() {
+            bytes.extend_from_slice(&chunk[..n]);
+        }
+    }
+    let sha: Sha = hasher.finalize().into();
+    if let Some(keep) = keep {
+        keep.entry(sha).or_insert(bytes);
+    }
+    Ok(sha)
+}
+
+/// Set a regular file's modification time (opened for reading: the owner may set times).
+fn set_mtime(path: &Path, mtime: SystemTime) -> io::Result<()> {
+    if !fs::symlink_metadata(path)?.is_file() {
+        return Err(io::Error::other("it is not a regular file"));
+    }
+    fs::File::open(path)?.set_modified(mtime)
+}
+
+/// Remove `path` and, when it is a real directory, everything under it — made writable on the
+/// way — never following a symlink.
+fn remove_tree(path: &Path) -> io::Result<()> {
+    let meta = fs::symlink_metadata(path)?;
+    if !meta.is_dir() {
+        return fs::remove_file(path);
+    }
+    if mode_of(&meta) & 0o700 != 0o700 {
+        fs::set_permissions(path, fs::Permissions::from_mode(mode_of(&meta) | 0o700))?;
+    }
+    for entry in fs::read_dir(path)? {
+        remove_tree(&entry?.path())?;
+    }
+    fs::remove_dir(path)
 }
 
 fn mode_of(meta: &fs::Metadata) -> u32 {
     meta.permissions().mode() & 0o7777
 }
 
-/// A protected file that was changed and put back, or a file added where a glob matches and
-/// removed.
+/// A change to the protected paths and what was done about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
-    /// Relative to the working directory.
+    /// Relative to the working directory, as shown to people.
     pub path: String,
     /// What was found and what was done, e.g. "`tests/a.sh` is protected and was changed; it
     /// has been put back."
@@ -253,10 +608,6 @@ pub struct Finding {
 }
 
 impl Finding {
-    fn new(rel: &Path, text: String) -> Self {
-        Self { path: rel.display().to_string(), text }
-    }
-
     /// The finding as an issue of the iteration, addressed to the agent.
     pub fn issue(&self) -> Issue {
         Issue::new(
@@ -267,9 +618,9 @@ impl Finding {
     }
 }
 
-/// The evaluator side of protection. The files were already checked and put back when the
-/// workspace was read, before any evaluator ran, so the verifier always judges the code
-/// against the original tests; this reports what was found.
+/// The evaluator side of protection. The protected paths were already checked and put back
+/// when the workspace was read, before any evaluator ran, so the verifier always judges the code
+/// against the original tests; this reports what the agent changed.
 #[derive(Debug)]
 pub struct ProtectEvaluator {
     pub found: std::sync::Arc<std::sync::Mutex<Vec<Finding>>>,
@@ -288,114 +639,4 @@ impl Evaluator for ProtectEvaluator {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn mode(path: &Path) -> u32 {
-        fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
-    }
-
-    fn paths(found: &[Finding]) -> Vec<&str> {
-        found.iter().map(|f| f.path.as_str()).collect()
-    }
-
-    #[test]
-    fn restores_changed_and_deleted_files_and_removes_added_ones() {
-        let dir = tempfile::tempdir().unwrap();
-        fs::create_dir_all(dir.path().join("tests")).unwrap();
-        fs::write(dir.path().join("tests/a.sh"), "original a").unwrap();
-        fs::write(dir.path().join("tests/b.sh"), "original b").unwrap();
-        fs::set_permissions(dir.path().join("tests/b.sh"), fs::Permissions::from_mode(0o750)).unwrap();
-        fs::write(dir.path().join("src.txt"), "code").unwrap();
-        let p = Protected::capture(dir.path(), &["tests/*.sh".to_owned()]).unwrap();
-        assert_eq!(p.paths(), ["tests/a.sh", "tests/b.sh"]);
-        assert!(p.check_and_restore(&[]).is_empty());
-
-        fs::write(dir.path().join("tests/a.sh"), "exit 0").unwrap();
-        fs::remove_file(dir.path().join("tests/b.sh")).unwrap();
-        fs::write(dir.path().join("tests/c.sh"), "new").unwrap();
-        fs::write(dir.path().join("src.txt"), "changed code").unwrap();
-        let issues = p.check_and_restore(&["tests/c.sh".to_owned(), "src.txt".to_owned(), "tests/a.sh".to_owned()]);
-        assert_eq!(paths(&issues), ["tests/a.sh", "tests/b.sh", "tests/c.sh"]);
-        let issue = issues[0].issue();
-        assert_eq!(issue.code, PROTECTED_FILE_MODIFIED);
-        assert!(issue.message.ends_with("Change the code under test, not the tests or the verifier."), "{issue:?}");
-        assert!(issues[0].text.contains("was changed; it has been put back"), "{}", issues[0].text);
-        assert!(issues[1].text.contains("was deleted; it has been put back"), "{}", issues[1].text);
-        assert!(issues[2].text.contains("was added; it has been removed"), "{}", issues[2].text);
-        assert_eq!(fs::read_to_string(dir.path().join("tests/a.sh")).unwrap(), "original a");
-        assert_eq!(fs::read_to_string(dir.path().join("tests/b.sh")).unwrap(), "original b");
-        assert_eq!(mode(&dir.path().join("tests/b.sh")), 0o750);
-        assert!(!dir.path().join("tests/c.sh").exists());
-        assert_eq!(fs::read_to_string(dir.path().join("src.txt")).unwrap(), "changed code");
-        assert!(p.check_and_restore(&[]).is_empty(), "everything is back");
-    }
-
-    #[test]
-    fn globs_that_match_nothing_are_listed() {
-        let dir = tempfile::tempdir().unwrap();
-        fs::write(dir.path().join("a.sh"), "a").unwrap();
-        let p = Protected::capture(dir.path(), &["a.sh".to_owned(), "tests/**".to_owned()]).unwrap();
-        assert_eq!(p.unmatched(), ["tests/**"]);
-    }
-
-    #[test]
-    fn a_symlink_is_replaced_never_written_through() {
-        let dir = tempfile::tempdir().unwrap();
-        let outside = tempfile::tempdir().unwrap();
-        fs::create_dir_all(dir.path().join("tests")).unwrap();
-        fs::write(dir.path().join("tests/a.sh"), "original").unwrap();
-        fs::write(outside.path().join("a.sh"), "outside").unwrap();
-        let p = Protected::capture(dir.path(), &["tests".to_owned()]).unwrap();
-
-        // The file itself becomes a link to a file outside.
-        fs::remove_file(dir.path().join("tests/a.sh")).unwrap();
-        std::os::unix::fs::symlink(outside.path().join("a.sh"), dir.path().join("tests/a.sh")).unwrap();
-        let issues = p.check_and_restore(&[]);
-        assert_eq!(paths(&issues), ["tests/a.sh"]);
-        assert!(issues[0].text.contains("replaced by a symlink"), "{}", issues[0].text);
-        assert!(fs::symlink_metadata(dir.path().join("tests/a.sh")).unwrap().is_file());
-        assert_eq!(fs::read_to_string(dir.path().join("tests/a.sh")).unwrap(), "original");
-        assert_eq!(fs::read_to_string(outside.path().join("a.sh")).unwrap(), "outside");
-
-        // The directory becomes a link to a directory outside, with a file the glob matches.
-        fs::remove_dir_all(dir.path().join("tests")).unwrap();
-        fs::write(outside.path().join("b.sh"), "outside b").unwrap();
-        std::os::unix::fs::symlink(outside.path(), dir.path().join("tests")).unwrap();
-        let issues = p.check_and_restore(&[]);
-        assert_eq!(paths(&issues), ["tests/a.sh"]);
-        assert!(issues[0].text.contains("its directory `tests` was replaced by a symlink"), "{}", issues[0].text);
-        assert!(fs::symlink_metadata(dir.path().join("tests")).unwrap().is_dir());
-        assert_eq!(fs::read_to_string(dir.path().join("tests/a.sh")).unwrap(), "original");
-        assert_eq!(fs::read_to_string(outside.path().join("a.sh")).unwrap(), "outside");
-        assert_eq!(fs::read_to_string(outside.path().join("b.sh")).unwrap(), "outside b");
-
-        // An added link under a protected directory is removed, not what it points to.
-        std::os::unix::fs::symlink(outside.path().join("b.sh"), dir.path().join("tests/b.sh")).unwrap();
-        let issues = p.check_and_restore(&["tests/b.sh".to_owned()]);
-        assert_eq!(paths(&issues), ["tests/b.sh"]);
-        assert!(fs::symlink_metadata(dir.path().join("tests/b.sh")).is_err());
-        assert_eq!(fs::read_to_string(outside.path().join("b.sh")).unwrap(), "outside b");
-    }
-
-    #[test]
-    fn protected_symlinks_and_modes_come_back() {
-        let dir = tempfile::tempdir().unwrap();
-        fs::create_dir_all(dir.path().join("tests")).unwrap();
-        fs::write(dir.path().join("tests/run.sh"), "run").unwrap();
-        fs::set_permissions(dir.path().join("tests/run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
-        std::os::unix::fs::symlink("run.sh", dir.path().join("tests/alias.sh")).unwrap();
-        let p = Protected::capture(dir.path(), &["tests/**".to_owned()]).unwrap();
-        assert_eq!(p.paths(), ["tests/alias.sh", "tests/run.sh"]);
-
-        fs::set_permissions(dir.path().join("tests/run.sh"), fs::Permissions::from_mode(0o644)).unwrap();
-        fs::remove_file(dir.path().join("tests/alias.sh")).unwrap();
-        fs::write(dir.path().join("tests/alias.sh"), "run").unwrap();
-        let issues = p.check_and_restore(&[]);
-        assert_eq!(issues.len(), 2);
-        assert!(issues[0].text.contains("`tests/alias.sh` is protected and was replaced"), "{}", issues[0].text);
-        assert!(issues[1].text.contains("given mode `644` instead of `755`"), "{}", issues[1].text);
-        assert_eq!(fs::read_link(dir.path().join("tests/alias.sh")).unwrap(), Path::new("run.sh"));
-        assert_eq!(mode(&dir.path().join("tests/run.sh")), 0o755);
-    }
-}
+mod tests;

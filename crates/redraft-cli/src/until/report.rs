@@ -29,11 +29,9 @@ pub fn task_dir(root: &Path, task: &str) -> PathBuf {
     root.join(".redraft").join("iterations").join(task)
 }
 
-fn write(path: &Path, text: &str) -> Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| anyhow!("cannot create `{}`: {e}", dir.display()))?;
-    }
-    std::fs::write(path, text).map_err(|e| anyhow!("cannot write `{}`: {e}", path.display()))
+/// Write a report under `root`, never through a link the agent put in its way.
+fn write(root: &Path, path: &Path, text: &str) -> Result<()> {
+    super::inside::write(root, path, text.as_bytes()).map_err(|e| anyhow!("cannot write `{}`: {e}", path.display()))
 }
 
 fn block(out: &mut String, lang: &str, text: &str, keep: usize) {
@@ -61,7 +59,14 @@ fn run_line(out: &mut String, what: &str, command: &str, o: Option<&Output>) {
 }
 
 /// `.redraft/iterations/<task>/<i>.md`.
-pub fn write_iteration(dir: &Path, task: &str, max: u32, a: &AttemptRecord, r: &IterationReport) -> Result<PathBuf> {
+pub fn write_iteration(
+    root: &Path,
+    dir: &Path,
+    task: &str,
+    max: u32,
+    a: &AttemptRecord,
+    r: &IterationReport,
+) -> Result<PathBuf> {
     let mut out = format!("# Iteration {} of {max} — {}\n\n", a.iteration, a.status.as_str());
     let _ = writeln!(out, "- task: `{task}`");
     run_line(&mut out, "agent", &r.agent_command, r.agent.as_ref());
@@ -92,12 +97,19 @@ pub fn write_iteration(dir: &Path, task: &str, max: u32, a: &AttemptRecord, r: &
         block(&mut out, "text", &agent.combined(), OUTPUT_KEEP);
     }
     let path = dir.join(format!("{}.md", a.iteration));
-    write(&path, &out)?;
+    write(root, &path, &out)?;
     Ok(path)
 }
 
 /// `final.md`: the task passed.
-pub fn write_final(dir: &Path, task: &str, verify: &str, result: &RunResult, cumulative: &str) -> Result<PathBuf> {
+pub fn write_final(
+    root: &Path,
+    dir: &Path,
+    task: &str,
+    verify: &str,
+    result: &RunResult,
+    cumulative: &str,
+) -> Result<PathBuf> {
     let n = result.iterations;
     let mut out = format!("# Task `{task}`: passed at iteration {n}\n\n");
     let _ = writeln!(out, "- verifier: `{verify}` passes (exit 0)");
@@ -115,12 +127,13 @@ pub fn write_final(dir: &Path, task: &str, verify: &str, result: &RunResult, cum
         block(&mut out, "diff", cumulative, DIFF_KEEP);
     }
     let path = dir.join("final.md");
-    write(&path, &out)?;
+    write(root, &path, &out)?;
     Ok(path)
 }
 
 /// `escalation.md`: the loop stopped without a pass; what a person needs to take over.
 pub fn write_escalation(
+    root: &Path,
     dir: &Path,
     task: &str,
     verify: &str,
@@ -176,6 +189,6 @@ pub fn write_escalation(
     }
     let _ = writeln!(out, "\nEach iteration's details are in `<i>.md` beside this file.");
     let path = dir.join("escalation.md");
-    write(&path, &out)?;
+    write(root, &path, &out)?;
     Ok(path)
 }

@@ -1,30 +1,33 @@
 //! `--protect` globs: what they match, and the walk that finds it without following a
 //! symlink. A glob is relative to the working directory; `*` and `?` stop at `/`, `**` crosses
-//! directories, and a glob that matches a directory protects everything under it.
+//! directories, and a glob that matches a directory protects it and everything under it
+//! (`tests/**` protects `tests` itself too). Names are matched as bytes, so a name that is not
+//! UTF-8 is matched like any other.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Result, anyhow};
+use globset::{GlobBuilder, GlobMatcher};
+
+use crate::until::names::shown;
 
 /// Never protected: redraft's own reports live there.
 const OWN_DIR: &str = ".redraft";
 
-/// Not walked into unless a glob names them literally (`.git/hooks/*`).
+/// Not walked into from the root unless a glob starts inside them (`.git/hooks/*`).
 const SKIPPED: [&str; 2] = [".redraft", ".git"];
-
-/// `*` and `?` stop at `/`; `**` crosses directories.
-const MATCH: glob::MatchOptions =
-    glob::MatchOptions { case_sensitive: true, require_literal_separator: true, require_literal_leading_dot: false };
 
 /// One `--protect` glob, relative to the working directory.
 #[derive(Debug)]
 pub struct Rule {
     /// As the user wrote it.
     pub text: String,
-    pattern: glob::Pattern,
+    pattern: GlobMatcher,
+    /// For a glob `dir/**`: `dir`, which it protects too.
+    dir: Option<PathBuf>,
     /// The leading directories without glob characters: where the walk starts.
     base: PathBuf,
 }
@@ -53,70 +56,103 @@ impl Rule {
             ));
         }
         let clean_text = clean.to_str().ok_or_else(|| anyhow!("`--protect {text}` is not valid UTF-8"))?;
-        let pattern = glob::Pattern::new(clean_text).map_err(|e| anyhow!("`--protect {text}` is not a glob: {e}"))?;
-        let base = clean.iter().take_while(|part| !part.to_string_lossy().contains(['*', '?', '['])).collect();
-        Ok(Self { text: text.to_owned(), pattern, base })
+        let pattern = GlobBuilder::new(clean_text)
+            .literal_separator(true)
+            .backslash_escape(true)
+            .build()
+            .map_err(|e| anyhow!("`--protect {text}` is not a glob: {}", e.kind()))?
+            .compile_matcher();
+        let glob_chars = |part: &std::ffi::OsStr| part.to_string_lossy().contains(['*', '?', '[', '{', '\\']);
+        let base: PathBuf = clean.iter().take_while(|part| !glob_chars(part)).collect();
+        let dir = clean_text.strip_suffix("/**").map(PathBuf::from).filter(|d| !d.iter().any(glob_chars));
+        Ok(Self { text: text.to_owned(), pattern, dir, base })
     }
 
     /// Whether `rel` is protected by this rule: the glob matches it or one of its directories.
     pub fn matches(&self, rel: &Path) -> bool {
         !rel.starts_with(OWN_DIR)
-            && rel.ancestors().filter(|a| !a.as_os_str().is_empty()).any(|a| self.pattern.matches_path_with(a, MATCH))
+            && (self.dir.as_deref() == Some(rel)
+                || rel.ancestors().filter(|a| !a.as_os_str().is_empty()).any(|a| self.pattern.is_match(a)))
     }
 
-    /// The relative paths of everything but directories this rule protects now, reached
-    /// through real directories only.
-    pub fn walk(&self, root: &Path, out: &mut BTreeSet<PathBuf>) -> Result<()> {
+    /// Add what this rule protects now to `out` — files, symlinks, directories, anything —
+    /// reached through real directories only, with its metadata (never followed). A directory
+    /// that cannot be listed is named in `unreadable`, and the walk goes on.
+    pub fn walk(&self, root: &Path, out: &mut BTreeMap<PathBuf, fs::Metadata>, unreadable: &mut Vec<String>) {
         let mut rel = PathBuf::new();
         for part in &self.base {
             rel.push(part);
             match fs::symlink_metadata(root.join(&rel)) {
                 Ok(meta) if meta.is_dir() => {}
-                Ok(_) => {
+                Ok(meta) => {
                     if self.matches(&rel) {
-                        out.insert(rel);
+                        out.insert(rel, meta);
                     }
-                    return Ok(());
+                    return;
                 }
-                Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => return Ok(()),
-                Err(e) => return Err(anyhow!("cannot read `{}`: {e}", rel.display())),
+                Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => return,
+                Err(e) => {
+                    unreadable.push(format!("`{}`: {e}", shown(&rel)));
+                    return;
+                }
             }
         }
-        self.visit(root, &rel, out)
+        if !rel.as_os_str().is_empty()
+            && self.matches(&rel)
+            && let Ok(meta) = fs::symlink_metadata(root.join(&rel))
+        {
+            out.insert(rel.clone(), meta);
+        }
+        self.visit(root, &rel, out, unreadable);
     }
 
-    fn visit(&self, root: &Path, dir: &Path, out: &mut BTreeSet<PathBuf>) -> Result<()> {
-        let listing = |e: std::io::Error| anyhow!("cannot list `{}`: {e}", shown(dir));
+    fn visit(&self, root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, fs::Metadata>, unreadable: &mut Vec<String>) {
         let entries = match fs::read_dir(root.join(dir)) {
             Ok(entries) => entries,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(listing(e)),
+            Err(e) if e.kind() == ErrorKind::NotFound => return,
+            Err(e) => {
+                unreadable
+                    .push(format!("`{}`: {e}", if dir.as_os_str().is_empty() { ".".to_owned() } else { shown(dir) }));
+                return;
+            }
         };
         for entry in entries {
-            let entry = entry.map_err(listing)?;
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) => {
+                    unreadable.push(format!("`{}`: {e}", shown(dir)));
+                    continue;
+                }
+            };
             let name = entry.file_name();
             if dir.as_os_str().is_empty() && SKIPPED.iter().any(|s| name == *s) {
                 continue;
             }
             let rel = dir.join(&name);
-            // The entry's own type: a symlink to a directory is not a directory.
-            let kind = entry.file_type().map_err(|e| anyhow!("cannot read `{}`: {e}", rel.display()))?;
-            if kind.is_dir() {
-                self.visit(root, &rel, out)?;
-            } else if self.matches(&rel) {
-                out.insert(rel);
+            // The entry's own metadata: a symlink to a directory is a symlink.
+            let meta = match fs::symlink_metadata(root.join(&rel)) {
+                Ok(meta) => meta,
+                Err(e) => {
+                    unreadable.push(format!("`{}`: {e}", shown(&rel)));
+                    continue;
+                }
+            };
+            let is_dir = meta.is_dir();
+            if self.matches(&rel) {
+                out.insert(rel.clone(), meta);
+            }
+            if is_dir {
+                self.visit(root, &rel, out, unreadable);
             }
         }
-        Ok(())
     }
-}
-
-fn shown(dir: &Path) -> String {
-    if dir.as_os_str().is_empty() { ".".to_owned() } else { dir.display().to_string() }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+
     use super::*;
 
     #[test]
@@ -127,21 +163,25 @@ mod tests {
             fs::create_dir_all(path.parent().unwrap()).unwrap();
             fs::write(path, f).unwrap();
         }
+        fs::write(dir.path().join(OsStr::from_bytes(b"tests/f\xff.sh")), "not UTF-8").unwrap();
         fs::create_dir_all(dir.path().join(".redraft")).unwrap();
         fs::write(dir.path().join(".redraft/x.sh"), "reports").unwrap();
         let check = |glob: &str, want: &[&str]| {
-            let mut found = BTreeSet::new();
-            Rule::parse(dir.path(), glob).unwrap().walk(dir.path(), &mut found).unwrap();
-            let found: Vec<String> = found.iter().map(|p| p.display().to_string()).collect();
+            let (mut found, mut unreadable) = (BTreeMap::new(), Vec::new());
+            Rule::parse(dir.path(), glob).unwrap().walk(dir.path(), &mut found, &mut unreadable);
+            let found: Vec<String> = found.keys().map(|p| shown(p)).collect();
             assert_eq!(found, want, "--protect {glob}");
+            assert!(unreadable.is_empty());
         };
-        check("tests/**", &["tests/a.sh", "tests/deep/b.sh", "tests/deep/c.txt"]);
-        check("tests", &["tests/a.sh", "tests/deep/b.sh", "tests/deep/c.txt"]);
-        check("tests/", &["tests/a.sh", "tests/deep/b.sh", "tests/deep/c.txt"]);
-        check("./tests/*.sh", &["tests/a.sh"]);
+        let all = ["tests", "tests/a.sh", "tests/deep", "tests/deep/b.sh", "tests/deep/c.txt", "\"tests/f\\xff.sh\""];
+        check("tests/**", &all);
+        check("tests", &all);
+        check("tests/", &all);
+        check("./tests/*.sh", &["tests/a.sh", "\"tests/f\\xff.sh\""]);
         check("*.sh", &["e.sh"]);
-        check("**/*.sh", &["e.sh", "src/d.sh", "tests/a.sh", "tests/deep/b.sh"]);
+        check("**/*.sh", &["e.sh", "src/d.sh", "tests/a.sh", "tests/deep/b.sh", "\"tests/f\\xff.sh\""]);
         check("tests/deep/c.txt", &["tests/deep/c.txt"]);
+        check("tests/deep/**", &["tests/deep", "tests/deep/b.sh", "tests/deep/c.txt"]);
         let absolute = dir.path().join("src/*.sh");
         check(absolute.to_str().unwrap(), &["src/d.sh"]);
         check("*.md", &[]);

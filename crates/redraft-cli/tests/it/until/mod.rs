@@ -1,10 +1,15 @@
 //! `redraft until` with fake agents (shell scripts) and real verifiers: the iterations, their
-//! reports and decisions ([`iterations`]), how a loop stops ([`stopping`]), and protected files
-//! ([`protect`], and the cheats they undo in [`cheats`]).
+//! reports and decisions ([`iterations`]), how a loop stops ([`stopping`]), protected files
+//! ([`protect`], the cheats they undo in [`cheats`], Python's tests and caches in [`python`]),
+//! the agent's git configuration, which never runs ([`hostile`]), and the agent's background
+//! processes, dead before the verifier starts ([`background`]).
 
+mod background;
 mod cheats;
+mod hostile;
 mod iterations;
 mod protect;
+mod python;
 mod stopping;
 
 use std::path::Path;

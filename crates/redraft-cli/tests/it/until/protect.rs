@@ -30,7 +30,7 @@ pub(super) enum Repo {
 }
 
 /// Print a SKIP line where it is seen (test output capture does not hold it back).
-fn skip(test: &str, reason: &str) {
+pub(super) fn skip(test: &str, reason: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "SKIP {test}: {reason}");
 }
@@ -240,11 +240,12 @@ async fn a_protected_file_changed_by_an_agent_that_times_out_is_put_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn files_git_ignores_under_a_protected_glob_are_not_counted_as_added() {
-    // An honest agent that runs the tests itself leaves caches beside them.
+async fn caches_under_a_protected_glob_are_put_back_without_blame() {
+    // An honest agent that runs the tests itself leaves caches beside them: they are not held
+    // against it, but the verifier never sees them (they are put back before it runs).
     let dir = tempfile::tempdir().unwrap();
     let prompts = tempfile::tempdir().unwrap();
-    if protected_project("files_git_ignores", dir.path(), Repo::GitTracked).is_none() {
+    if protected_project("caches", dir.path(), Repo::GitTracked).is_none() {
         return;
     }
     write(dir.path(), ".gitignore", "__pycache__/\n");
@@ -253,13 +254,15 @@ async fn files_git_ignores_under_a_protected_glob_are_not_counted_as_added() {
         "fix.sh",
         "#!/bin/sh\ncat > /dev/null\nmkdir -p tests/__pycache__\necho cache > tests/__pycache__/check.pyc\necho 'echo $(( $1 + $2 ))' > calc.sh\n",
     );
+    let verify = "test ! -e tests/__pycache__ && ./tests/check.sh";
     let out = output(until(
         dir.path(),
         prompts.path(),
-        &["--verify", "./tests/check.sh", "--task", "t", "--protect", "tests/**", "--", "sh", agent.to_str().unwrap()],
+        &["--verify", verify, "--task", "t", "--protect", "tests/**", "--", "sh", agent.to_str().unwrap()],
     ))
     .await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stderr.contains("passes after 1 iteration(s)"), "{}", out.stderr);
-    assert!(dir.path().join("tests/__pycache__/check.pyc").is_file());
+    assert!(!out.stderr.contains("protected"), "{}", out.stderr);
+    assert_eq!(listing(&dir.path().join("tests")), ["check.sh"]);
 }
