@@ -138,7 +138,7 @@ impl<'a> Iterator for DirentNames<'a> {
 }
 
 /// A `/proc` entry name that is a process id.
-fn parse_pid(name: &[u8]) -> Option<Pid> {
+pub(crate) fn parse_pid(name: &[u8]) -> Option<Pid> {
     if name.is_empty() || name.len() > 10 {
         return None;
     }
@@ -193,11 +193,17 @@ fn stat_path(pid: Pid, buf: &mut [u8; 32]) -> Option<usize> {
 /// spaces and parentheses (so the last `)` ends it: nothing after it does). A ppid not followed by
 /// a space (cut off by the end of the buffer) is rejected rather than misread.
 fn parse_ppid(stat: &[u8]) -> Option<Pid> {
+    parse_state_and_ppid(stat).map(|(_, ppid)| ppid)
+}
+
+/// The one-letter state (`R`, `S`, `Z`, …) and the parent pid in the text of `/proc/PID/stat`.
+pub(crate) fn parse_state_and_ppid(stat: &[u8]) -> Option<(u8, Pid)> {
     let close = stat.iter().rposition(|&b| b == b')')?;
     let rest = stat.get(close + 1..)?.strip_prefix(b" ")?;
-    let rest = rest.get(1..)?.strip_prefix(b" ")?; // the one-letter state
+    let state = *rest.first()?;
+    let rest = rest.get(1..)?.strip_prefix(b" ")?;
     let ppid = rest.get(..rest.iter().position(|&b| b == b' ')?)?;
-    if ppid == b"0" { Some(0) } else { parse_pid(ppid) }
+    Some((state, if ppid == b"0" { 0 } else { parse_pid(ppid)? }))
 }
 
 #[cfg(test)]

@@ -65,6 +65,9 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
         None => default_task(&prompt),
     };
     let _lock = Lock::acquire(&root, &task_id)?;
+    // A process the agent detaches from its supervisor (by killing it) is re-parented here, not
+    // to init, so that it can be found and stopped before the verifier runs.
+    redraft::sandbox::adopt_orphans()?;
     // Before the first agent run: what is protected is what the files are now.
     let protected = Protected::capture(&root, &args.protect)?;
     for glob in protected.unmatched() {

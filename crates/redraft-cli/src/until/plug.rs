@@ -18,6 +18,10 @@ use super::protect::{Finding, PROTECTED_FILE_MODIFIED, Protected};
 use super::report::{self, IterationReport};
 use super::workspace::{Snapshot, Workspace};
 
+/// How long the processes an agent left behind may take to die before the verifier starts
+/// anyway (a `SIGKILL` takes effect at once; this only bounds a wedged kernel).
+const STRAYS_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Longest cumulative diff in the artifact (what the agent is shown as its submission).
 const ARTIFACT_DIFF_KEEP: usize = 16 * 1024;
 
@@ -132,6 +136,15 @@ impl Evaluator for Verifier {
     }
 
     async fn evaluate(&self, input: EvalInput<'_>) -> Result<Verdict, EvaluatorError> {
+        // No process the agent started is alive when the verifier starts: its supervisor killed
+        // what it left behind, and what got away from the supervisor (the agent killed it) was
+        // re-parented to this process, which ends it here.
+        let strays = redraft::sandbox::end_strays(STRAYS_WITHIN).await;
+        if strays > 0 {
+            eprintln!(
+                "warning: {strays} process(es) the agent started got away from its supervisor and were killed before the verifier ran"
+            );
+        }
         // The verifier never runs against anything but the protected paths as they were before
         // the loop: checked again here, right before it starts.
         match tokio::task::block_in_place(|| self.shared.protected.before_verifier()) {

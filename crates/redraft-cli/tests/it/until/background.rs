@@ -3,8 +3,9 @@
 //! SIGTERM, double-forked, or under `nohup` — and exits once it has seen it work. The verifier
 //! stops at its start until the test has looked at every process on the machine: none of the
 //! agent's is left, and the test is the original. The verifier then judges the code against it.
-//! In bubblewrap's PID namespace (`--sandbox` with the network off) that holds even for an agent
-//! that kills its parent; without a namespace, that one escape is a known limit (SECURITY.md).
+//! That holds even for an agent that kills its own supervisor: in bubblewrap's PID namespace
+//! (`--sandbox` with the network off) the namespace dies with it, and without one what got away
+//! is re-parented to redraft, which kills it before the verifier starts.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -24,8 +25,8 @@ const VERIFY: &str = "if [ ! -e \"$PROMPTS/verifier-ran\" ]; then\n  : > \"$PROM
 const SETSID: &str = "setsid sh \"$PROMPTS/rewriter.sh\" \"$TOKEN\" >/dev/null 2>&1 </dev/null &";
 const DOUBLE_FORK: &str = "(sh \"$PROMPTS/rewriter.sh\" \"$TOKEN\" >/dev/null 2>&1 </dev/null &)";
 const NOHUP: &str = "nohup sh \"$PROMPTS/rewriter.sh\" \"$TOKEN\" >/dev/null 2>&1 </dev/null &";
-/// In a session of its own, then the agent kills its parent (unsandboxed, its supervisor: a known
-/// escape, see SECURITY.md; in bubblewrap's PID namespace it gains nothing).
+/// In a session of its own, then the agent kills its parent (unsandboxed, its supervisor, so the
+/// supervisor cannot end the rewriter; in bubblewrap's PID namespace it gains nothing).
 const SETSID_THEN_KILL_THE_PARENT: &str = "setsid sh \"$PROMPTS/rewriter.sh\" \"$TOKEN\" >/dev/null 2>&1 </dev/null &\nuntil cmp -s tests/check.sh \"$PROMPTS/cheat.sh\"; do sleep 0.01; done\nkill -9 $PPID";
 
 /// An agent that starts the rewriter with `start` on its first turn and returns once the test
@@ -120,4 +121,5 @@ background_cases! {
     a_nohup_rewriter_is_dead_before_the_verifier: NOHUP, None;
     a_sandboxed_rewriter_is_dead_before_the_verifier: SETSID, Some(r#"{"network":false,"env":["PROMPTS","TOKEN"]}"#);
     a_sandboxed_rewriter_whose_agent_kills_its_parent_is_dead_before_the_verifier: SETSID_THEN_KILL_THE_PARENT, Some(r#"{"network":false,"env":["PROMPTS","TOKEN"]}"#);
+    a_rewriter_whose_agent_kills_its_supervisor_is_dead_before_the_verifier: SETSID_THEN_KILL_THE_PARENT, None;
 }

@@ -1,0 +1,105 @@
+//! Processes that got away from the command that started them.
+//!
+//! Every command runs under a supervisor that kills what the command leaves behind. A command
+//! that kills its own supervisor (it runs as the same user) leaves its descendants to the
+//! nearest reaper, normally init, out of everyone's reach. A process that calls
+//! [`adopt_orphans`] becomes that reaper for everything below it, so such processes stay its
+//! descendants, and [`end_strays`] finds and kills them: a caller that is about to run a
+//! command whose result must not be tampered with (a verifier after an agent) first makes sure
+//! nothing the earlier commands started is still alive. Processes started outside the tree (a
+//! service manager, `at`, `ssh localhost`) are beyond this; a PID namespace (bubblewrap) or a
+//! cgroup contains those.
+
+use std::time::Duration;
+
+use crate::SandboxError;
+use crate::sys::{self, Pid};
+use crate::tree;
+
+/// Makes this process the reaper of every orphan below it (`PR_SET_CHILD_SUBREAPER`): a process
+/// whose parent dies is re-parented here instead of to init. Dead ones stay as zombies until
+/// this process exits (they hold no resources but their process table entry).
+pub fn adopt_orphans() -> Result<(), SandboxError> {
+    sys::set_child_subreaper()
+        .map_err(|e| SandboxError::Io { what: "becoming the reaper of orphaned processes", source: e.into() })
+}
+
+/// Kills (`SIGKILL`) every live process below this one, again until none is left or `within`
+/// has passed; returns how many were killed. Call it when no command of this process should be
+/// running: it kills them all.
+pub async fn end_strays(within: Duration) -> usize {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut killed = 0;
+    loop {
+        let live = tokio::task::spawn_blocking(live_descendants).await.unwrap_or_default();
+        if live.is_empty() || tokio::time::Instant::now() >= deadline {
+            return killed;
+        }
+        for pid in live {
+            if sys::send_signal(pid, libc::SIGKILL).is_ok() {
+                killed += 1;
+            }
+        }
+        // A killed process is dead once the kernel has torn it down: look again shortly.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The processes below this one that are not yet dead (zombies excluded).
+fn live_descendants() -> Vec<Pid> {
+    let me = sys::own_pid();
+    let mut table: Vec<(Pid, Pid, bool)> = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = tree::parse_pid(std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str())) else { continue };
+        let Ok(stat) = std::fs::read(entry.path().join("stat")) else { continue };
+        let Some((state, ppid)) = tree::parse_state_and_ppid(&stat) else { continue };
+        table.push((pid, ppid, matches!(state, b'Z' | b'X' | b'x')));
+    }
+    let mut below: Vec<Pid> = vec![me];
+    let mut live = Vec::new();
+    // Parents before children is not guaranteed by pid order: widen until nothing changes.
+    loop {
+        let before = below.len();
+        for &(pid, ppid, dead) in &table {
+            if below.contains(&ppid) && !below.contains(&pid) {
+                below.push(pid);
+                if !dead && pid != me {
+                    live.push(pid);
+                }
+            }
+        }
+        if below.len() == before {
+            return live;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_is_found_below_this_process_until_it_is_dead() {
+        // (`end_strays` itself would kill what other tests in this process run: the CLI's
+        // agent-mode tests run it in a process of its own.)
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = Pid::try_from(child.id()).unwrap();
+        assert!(live_descendants().contains(&pid));
+        child.kill().unwrap();
+        // Killed but not yet waited for: a zombie, which is not alive.
+        let mut zombie = false;
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < until {
+            let stat = std::fs::read(format!("/proc/{pid}/stat")).unwrap();
+            if tree::parse_state_and_ppid(&stat).is_some_and(|(state, _)| state == b'Z') {
+                zombie = true;
+                break;
+            }
+            std::thread::yield_now();
+        }
+        assert!(zombie && !live_descendants().contains(&pid));
+        child.wait().unwrap();
+    }
+}
