@@ -85,17 +85,17 @@ pub fn build(directives: &[Directive], setup: &EvaluatorSetup<'_>) -> Result<Bui
                     .map_err(|e| ConfigError::Invalid { key: "evaluator".into(), message: e.to_string() })?;
                 out.push(Arc::new(http));
             }
-            Directive::Score(criterion) => out.push(judge(setup.config, "score", criterion)?),
+            Directive::Score(criterion) => out.push(judge(setup, "score", criterion)?),
             Directive::Kind(name) | Directive::Llm(name) => {
                 let k = kind(name)?;
                 out.push(Arc::new(KindEvaluator::new(k.clone(), setup.formats)?));
                 // `llm:` always runs the LLM check; `kind:` runs the kind's own LLM check when it
                 // has one and a judge model is configured (it is optional).
                 if matches!(directive, Directive::Llm(_)) {
-                    out.push(judge(setup.config, &format!("llm:{name}"), k.rubric())?);
+                    out.push(judge(setup, &format!("llm:{name}"), k.rubric())?);
                 } else if k.llm_check.is_some() {
                     if setup.config.judge_model.is_some() {
-                        out.push(judge(setup.config, &format!("llm:{name}"), k.rubric())?);
+                        out.push(judge(setup, &format!("llm:{name}"), k.rubric())?);
                     } else {
                         tracing::warn!(kind = %name, "the kind's LLM check is skipped: no `judge_model` is configured");
                     }
@@ -107,10 +107,12 @@ pub fn build(directives: &[Directive], setup: &EvaluatorSetup<'_>) -> Result<Bui
     Ok(Built { evaluators: out, kind: kind_named })
 }
 
-/// An LLM judge with the configured `judge_model`.
-fn judge(config: &Config, name: &str, rubric: &str) -> Result<Arc<dyn Evaluator>, ConfigError> {
+/// An LLM judge with the configured `judge_model`, which passes the face's guard like the run's
+/// own model (over the network, a command provider must be listed in `command_providers`).
+fn judge(setup: &EvaluatorSetup<'_>, name: &str, rubric: &str) -> Result<Arc<dyn Evaluator>, ConfigError> {
+    let config = setup.config;
     let model_name =
         config.judge_model.as_deref().ok_or_else(|| ConfigError::NoJudgeModel { directive: name.to_owned() })?;
-    let model = config.model(&config.model_name(Some(model_name))?)?;
+    let model = setup.guard.model(config, &config.model_name(Some(model_name))?)?;
     Ok(Arc::new(JudgeEvaluator::new(name, rubric, model.provider, model.price)))
 }

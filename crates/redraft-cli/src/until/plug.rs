@@ -85,7 +85,7 @@ impl Shared {
         if !self.protect_checked.swap(true, Ordering::SeqCst) {
             found = self.end_turn();
         }
-        found.extend(tokio::task::block_in_place(|| self.protected.settle()));
+        found.extend(tokio::task::block_in_place(|| self.protected.restore_all()));
         for f in found {
             eprintln!("warning: {when}: {}", f.text);
         }

@@ -227,7 +227,7 @@ impl Protected {
 
     /// Put every protected path back as it was before the loop, saying what was not (caches
     /// aside): at the end of the loop, and at its cap.
-    pub fn settle(&self) -> Vec<Finding> {
+    pub fn restore_all(&self) -> Vec<Finding> {
         if !self.has_rules() {
             return Vec::new();
         }

@@ -156,7 +156,8 @@ impl RunSpec {
         // Fallback models take over from a model; an agent's work is not a model's to redo.
         if proposer == Proposer::Named && !is_command {
             for name in &config.fallback_models {
-                builder = builder.fallback(&config.model(&config.model_name(Some(name))?)?);
+                // A fallback passes the guard like the model it stands in for.
+                builder = builder.fallback(&setup.guard.model(config, &config.model_name(Some(name))?)?);
             }
         }
         if let Some(tool) = &self.tool {

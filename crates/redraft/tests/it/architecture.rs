@@ -271,3 +271,24 @@ fn unsafe_code_stays_where_it_is_allowed_and_says_why() {
         );
     }
 }
+
+/// Inside the facade, a provider is built from the config only by the guard (and by
+/// `Model::from_name`, the library's local entry): the run's model, its fallbacks and its judges
+/// all pass the face's guard, so none can be a command provider the network was not given.
+#[test]
+fn every_model_a_run_uses_passes_the_guard() {
+    let mut files = Vec::new();
+    sources(&crates().join("redraft/src"), &mut files);
+    for (path, text) in files {
+        let rel = path.to_string_lossy().replace('\\', "/");
+        if rel.ends_with("src/guard/mod.rs") || rel.ends_with("src/model.rs") {
+            continue;
+        }
+        let code = code_of(&text);
+        // Test modules may build models directly.
+        let code = code.split("#[cfg(test)]").next().unwrap_or_default();
+        for call in [".model(&config.model_name", "config.model(", ".config.model("] {
+            assert!(!code.contains(call), "{rel} builds a model with `{call}`: go through `guard.model` instead");
+        }
+    }
+}

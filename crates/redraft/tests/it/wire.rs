@@ -212,3 +212,30 @@ fn a_sandbox_written_as_text_is_only_ever_a_name() {
     let sandbox = spec.prepare(&setup).unwrap().sandbox.unwrap();
     assert_eq!(sandbox, Sandbox { cpu_seconds: Some(5), ..Sandbox::default() });
 }
+
+#[test]
+fn the_judge_and_the_fallbacks_pass_the_guard_too() {
+    // A command provider the network was not given, as the judge or as a fallback model.
+    let dir = tempfile::tempdir().unwrap();
+    let base = config(dir.path());
+    let judged = Config { judge_model: Some("cmd/j".into()), ..base.clone() };
+    let falling_back = Config { fallback_models: vec!["cmd/f".into()], ..base };
+    for (config, spec) in
+        [(judged, json!({"prompt": "p", "evaluator": "score:polite"})), (falling_back, json!({"prompt": "p"}))]
+    {
+        let spec: RunSpec = serde_json::from_value(spec).unwrap();
+        for face in [Face::Http, Face::Mcp] {
+            let setup = SpecSetup {
+                config: &config,
+                workdir: dir.path().to_owned(),
+                guard: Arc::new(Guard::network(face, &config.server).unwrap()),
+                ceilings: Ceilings::default(),
+                kinds: None,
+            };
+            let err = spec.prepare(&setup).unwrap_err().to_string();
+            assert!(err.contains("`cmd/") && err.contains("command_providers"), "{face}: {err}");
+        }
+        // Locally, the user's own config is theirs to use.
+        assert!(spec.prepare(&SpecSetup::local(&config, dir.path().to_owned())).is_ok());
+    }
+}

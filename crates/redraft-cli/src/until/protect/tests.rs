@@ -192,7 +192,7 @@ fn what_the_verifier_wrote_is_not_blamed_on_the_agent_but_is_put_back_before_the
     assert_eq!(listing(&dir.path().join("tests")), ["check.sh"]);
     // What the verifier leaves is named when the loop is settled.
     fs::write(dir.path().join("tests/report.xml"), "<report/>").unwrap();
-    let settled = p.settle();
+    let settled = p.restore_all();
     assert_eq!(paths(&settled), ["tests/report.xml"]);
     assert_eq!(listing(&dir.path().join("tests")), ["check.sh"]);
 }
