@@ -55,5 +55,6 @@ pub use record::{
 };
 pub use retry::{RetryPolicy, RetryStep, WaitBound};
 pub use store::{
-    Claim, Claimed, Holder, Lease, NewRun, Renewal, RunFilter, RunState, RunSummary, Store, StoreError, StoredRun,
+    Claim, Claimed, Holder, Lease, NewRun, Origin, Renewal, RunFilter, RunState, RunSummary, Store, StoreError,
+    StoredRun,
 };

@@ -51,6 +51,47 @@ impl RunState {
     }
 }
 
+/// Which face a run's request came through: a run is continued (resumed, answered) with the
+/// trust of where it came from, whoever continues it, so a run a network client started never
+/// runs with the CLI's trust.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Origin {
+    /// The user's own shell (`redraft run`, `redraft until`).
+    Cli,
+    /// The HTTP API or the OpenAI-compatible proxy.
+    Http,
+    /// An MCP session.
+    Mcp,
+}
+
+impl Origin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Cli => "cli",
+            Origin::Http => "http",
+            Origin::Mcp => "mcp",
+        }
+    }
+
+    /// Read from the store: a known word, or, for a run recorded before origins were, what its
+    /// `local` flag says (a local run was the CLI's or an MCP session's; taken as the CLI's).
+    pub fn stored(word: Option<&str>, local: bool) -> Self {
+        match word {
+            Some("cli") => Origin::Cli,
+            Some("mcp") => Origin::Mcp,
+            Some(_) => Origin::Http,
+            None if local => Origin::Cli,
+            None => Origin::Http,
+        }
+    }
+
+    /// Started by the user's own process (the CLI, an MCP session): never claimed by workers.
+    pub fn is_local(self) -> bool {
+        self != Origin::Http
+    }
+}
+
 impl std::str::FromStr for RunState {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -74,6 +115,8 @@ pub struct StoredRun {
     pub state: RunState,
     /// The request that started it (the face's run spec), enough to resume it.
     pub spec: Value,
+    /// The face the request came through, whose trust every continuation keeps.
+    pub origin: Origin,
     /// Milliseconds since the Unix epoch.
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
@@ -149,9 +192,10 @@ pub struct NewRun<'a> {
     pub holder: Option<Lease<'a>>,
     /// Refuse a queued run ([`StoreError::QueueFull`]) when this many runs already wait.
     pub max_queued: Option<u64>,
-    /// Started by the user's own process (`redraft run`, an MCP session): never claimed by
-    /// workers from the queue, resumed only on request ([`Store::claim_run`]).
-    pub local: bool,
+    /// Where the request came from. A run of the user's own process (`redraft run`, an MCP
+    /// session) is never claimed by workers from the queue, resumed only on request
+    /// ([`Store::claim_run`]).
+    pub origin: Origin,
 }
 
 /// What [`Store::claim_run`] found.

@@ -224,8 +224,8 @@ impl<'c> Prepared<'c> {
             rollback: prepare("ROLLBACK TO write")?,
             count_queued: prepare("SELECT COUNT(*) FROM runs WHERE state = 'queued'")?,
             insert: prepare(
-                "INSERT INTO runs (id, seq, state, spec, created_at, updated_at, model, worker_id, lease_until, local)
-                 VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM runs), ?2, ?3, ?4, ?4, ?5, ?6, ?7, ?8)
+                "INSERT INTO runs (id, seq, state, spec, created_at, updated_at, model, worker_id, lease_until, local, origin)
+                 VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM runs), ?2, ?3, ?4, ?4, ?5, ?6, ?7, ?8, ?9)
                  ON CONFLICT (id) DO NOTHING",
             )?,
             holder: prepare("SELECT state, worker_id FROM runs WHERE id = ?1")?,
@@ -278,7 +278,7 @@ impl<'c> Prepared<'c> {
         let action = || write.action();
         let fail = |e: rusqlite::Error| sql_failed(action(), &e);
         match write {
-            Write::Insert { run_id, spec, model, holder, max_queued, local } => {
+            Write::Insert { run_id, spec, model, holder, max_queued, origin } => {
                 if let Some(max) = max_queued {
                     let queued: i64 = self.count_queued.query_row([], |row| row.get(0)).map_err(fail)?;
                     let queued = u64::try_from(queued).unwrap_or(0);
@@ -293,7 +293,17 @@ impl<'c> Prepared<'c> {
                 // One statement: failing, it changes nothing.
                 let inserted = self
                     .insert
-                    .execute(params![run_id, state, spec, now, model, worker_id, lease_until, local])
+                    .execute(params![
+                        run_id,
+                        state,
+                        spec,
+                        now,
+                        model,
+                        worker_id,
+                        lease_until,
+                        origin.is_local(),
+                        origin.as_str()
+                    ])
                     .map_err(fail)?;
                 if inserted == 0 {
                     return Err(StoreError::Query {

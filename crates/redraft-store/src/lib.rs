@@ -41,7 +41,8 @@
 use std::sync::Arc;
 
 pub use redraft_core::store::{
-    Claim, Claimed, Holder, Lease, NewRun, Renewal, RunFilter, RunState, RunSummary, Store, StoreError, StoredRun,
+    Claim, Claimed, Holder, Lease, NewRun, Origin, Renewal, RunFilter, RunState, RunSummary, Store, StoreError,
+    StoredRun,
 };
 
 mod batch;

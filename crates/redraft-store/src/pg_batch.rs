@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use redraft_core::store::StoreError;
+use redraft_core::store::{Origin, StoreError};
 use sqlx::PgPool;
 
 use crate::pg_group::{self, Batches, Queue};
@@ -25,7 +25,8 @@ pub(crate) struct QueuedRun {
     /// The spec, as JSON text.
     pub spec: String,
     pub model: Option<String>,
-    pub local: bool,
+    /// Where its request came from.
+    pub origin: Origin,
     /// Refuse the run when this many runs already wait.
     pub max_queued: Option<i64>,
 }
@@ -48,9 +49,10 @@ struct Target {
 /// Insert the runs given as arrays (in order), as queued, within the bound `$5` on waiting
 /// runs (the runs before each in the batch counted); the ids inserted.
 const INSERT_QUEUED: &str =
-    "INSERT INTO runs (id, state, spec, created_at, updated_at, model, worker_id, lease_until, local)
-     SELECT u.id, 'queued', u.spec::json, redraft_now_ms(), redraft_now_ms(), u.model, NULL, NULL, u.local
-     FROM UNNEST($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BOOLEAN[]) WITH ORDINALITY AS u (id, spec, model, local, n)
+    "INSERT INTO runs (id, state, spec, created_at, updated_at, model, worker_id, lease_until, local, origin)
+     SELECT u.id, 'queued', u.spec::json, redraft_now_ms(), redraft_now_ms(), u.model, NULL, NULL, u.local, u.origin
+     FROM UNNEST($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BOOLEAN[], $6::TEXT[]) WITH ORDINALITY
+          AS u (id, spec, model, local, origin, n)
      WHERE $5::BIGINT IS NULL OR (SELECT COUNT(*) FROM runs WHERE state = 'queued') + u.n <= $5::BIGINT
      ORDER BY u.n
      ON CONFLICT (id) DO NOTHING
@@ -94,8 +96,9 @@ async fn store(target: &Target, bound: Option<i64>, jobs: Vec<Job>) {
         .bind(column(|r| Some(r.run_id.clone())))
         .bind(column(|r| Some(r.spec.clone())))
         .bind(column(|r| r.model.clone()))
-        .bind(jobs.iter().map(|j| j.item.local).collect::<Vec<_>>())
+        .bind(jobs.iter().map(|j| j.item.origin.is_local()).collect::<Vec<_>>())
         .bind(bound)
+        .bind(column(|r| Some(r.origin.as_str().to_owned())))
         .fetch_all(pool)
         .await;
     let inserted = match inserted {

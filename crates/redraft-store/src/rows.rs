@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use redraft_core::policy::HaltReason;
 use redraft_core::record::{AttemptRecord, PersonReply, RunResult, RunStatus};
-use redraft_core::store::{Claim, Holder, Renewal, RunState, RunSummary, StoreError, StoredRun};
+use redraft_core::store::{Claim, Holder, Origin, Renewal, RunState, RunSummary, StoreError, StoredRun};
 use serde_json::Value;
 
 /// A `runs` row as [`Store::run`](redraft_core::store::Store::run) reads it.
@@ -20,6 +20,10 @@ pub(crate) struct RunRow {
     pub lease_until: Option<i64>,
     /// The answers people gave (a JSON array), if any.
     pub answers: Option<String>,
+    /// The face its request came through (`cli`, `http`, `mcp`); none for runs recorded before.
+    pub origin: Option<String>,
+    /// Started by the user's own process.
+    pub local: bool,
 }
 
 /// A `runs` row as a list reads it: summary columns only.
@@ -359,6 +363,7 @@ impl RunRow {
             holder,
             run_id,
             spec,
+            origin: Origin::stored(self.origin.as_deref(), self.local),
             created_at_ms: self.created_at,
             updated_at_ms: self.updated_at,
             attempts,
@@ -468,6 +473,8 @@ mod tests {
             worker_id: None,
             lease_until: None,
             answers: None,
+            origin: None,
+            local: false,
         };
         let err = row.into_stored(vec![AttemptRow { iteration: 1, record: "{".into() }]).unwrap_err();
         assert!(err.to_string().starts_with("the stored attempt 1 of run `r` is damaged: "), "{err}");

@@ -15,7 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use redraft_core::record::{AttemptRecord, PersonReply, RunResult};
 use redraft_core::store::{
-    Claim, Claimed, Lease, NewRun, Renewal, RunFilter, RunState, RunSummary, Store, StoreError, StoredRun,
+    Claim, Claimed, Lease, NewRun, Origin, Renewal, RunFilter, RunState, RunSummary, Store, StoreError, StoredRun,
 };
 use sqlx::sqlite::SqlitePool;
 use sqlx::{Sqlite, Transaction};
@@ -79,7 +79,7 @@ impl Store for SqliteStore {
             model: model_of_spec(new.spec),
             holder: new.holder.map(|lease| (lease.worker_id.to_owned(), lease_ms(lease.ttl))),
             max_queued: if new.holder.is_none() { new.max_queued } else { None },
-            local: new.local,
+            origin: new.origin,
         };
         self.batch.write(write).await
     }
@@ -167,7 +167,8 @@ pub(crate) enum Write {
         /// The worker holding it and its lease in milliseconds; `None`: queued.
         holder: Option<(String, i64)>,
         max_queued: Option<u64>,
-        local: bool,
+        /// Where its request came from.
+        origin: Origin,
     },
     Attempt {
         run_id: String,

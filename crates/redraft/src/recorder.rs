@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use redraft_core::{
-    AttemptRecord, Claim, NewRun, OnEscalation, PersonReply, RunObserver, RunResult, RunState, Store, StoreError,
-    StoredRun, Task,
+    AttemptRecord, Claim, NewRun, OnEscalation, Origin, PersonReply, RunObserver, RunResult, RunState, Store,
+    StoreError, StoredRun, Task,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -125,13 +125,15 @@ pub async fn start(
     };
     // Prepared (so checked) once, before the run is stored; the runner that checked it runs it.
     let PreparedRun { runner, task, .. } = spec.prepare(setup)?;
-    start_prepared(spec, runner, task, worker, how).await
+    start_prepared(spec, setup.guard.face().into(), runner, task, worker, how).await
 }
 
 /// Record `spec`'s run, already prepared as `runner` (to which the face may have added
-/// evaluators and observers), as running and held by `worker`, and run it to the end.
+/// evaluators and observers) for a request from `origin`, as running and held by `worker`, and
+/// run it to the end.
 pub async fn start_prepared(
     spec: &RunSpec,
+    origin: Origin,
     runner: Runner,
     task: Task,
     worker: &Arc<Worker>,
@@ -140,7 +142,7 @@ pub async fn start_prepared(
     let run_id = how.run_id.get_or_insert_with(new_run_id).clone();
     let value =
         serde_json::to_value(spec).map_err(|e| ConfigError::Invalid { key: "spec".into(), message: e.to_string() })?;
-    let new = NewRun { run_id: &run_id, spec: &value, holder: Some(worker.lease()), max_queued: None, local: true };
+    let new = NewRun { run_id: &run_id, spec: &value, holder: Some(worker.lease()), max_queued: None, origin };
     worker.store().insert_run(&new).await?;
     let _hold = worker.hold(&run_id, how.cancel.clone());
     run_built(runner, task, worker, how).await
@@ -210,7 +212,9 @@ pub async fn run_claimed(
         // Its artifact is a working directory only `redraft until` reads: left as it is.
         return Err(agent_mode(run_id).into());
     }
-    let PreparedRun { runner, task, .. } = match spec.prepare(setup) {
+    // Set up with the trust of the face the request came through, whoever continues it.
+    let setup = setup.continuing(run_id, stored.origin)?;
+    let PreparedRun { runner, task, .. } = match spec.prepare(&setup) {
         Ok(prepared) => prepared,
         Err(e) => return Err(fail_unrunnable(worker, run_id, stored.attempts, e).await.into()),
     };
@@ -264,6 +268,9 @@ pub fn person_reply(
     setup: &SpecSetup<'_>,
 ) -> Result<PersonReply, RunError> {
     let run_id = &stored.run_id;
+    // A network face may not answer a run the user's own CLI started (it would go on with the
+    // network's trust, or nowhere).
+    setup.continuing(run_id, stored.origin)?;
     if stored.state != RunState::AwaitingInput {
         return Err(StoreError::NotAwaiting { run_id: run_id.clone(), state: stored.state }.into());
     }

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Result, anyhow};
 use redraft::config::Config;
-use redraft::core::{OnEscalation, PersonReply, RunStatus};
+use redraft::core::{OnEscalation, Origin, PersonReply, RunStatus};
 use redraft::eval::ExecEvaluator;
 use redraft::queue::Worker;
 use redraft::recorder::{self, Start};
@@ -148,7 +148,9 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
     };
     let task = prepared.task;
     let first = match &worker {
-        Some(worker) => recorder::start_prepared(&spec, runner.clone(), task.clone(), worker, how.clone()).await,
+        Some(worker) => {
+            recorder::start_prepared(&spec, Origin::Cli, runner.clone(), task.clone(), worker, how.clone()).await
+        }
         None => recorder::run_unrecorded(runner.clone(), task.clone(), how.clone()).await.map_err(RunError::from),
     };
     let first = match first {

@@ -156,11 +156,6 @@ async fn malformed_requests_are_400_naming_the_problem_and_nothing_is_run() {
         (r#"{"prompt": "  "}"#, "the prompt is empty"),
         (r#"{"prompt": "x", "context": [1]}"#, "`context`: must be a JSON object"),
         (r#"{"prompt": "x", "sandbox": 7}"#, "`sandbox`: invalid type"),
-        // A sandbox written as text is a name, never a spec read again.
-        (
-            r#"{"prompt": "x", "sandbox": "{\"env\": [\"OPENAI_API_KEY\"], \"workdir\": \"/etc\"}"}"#,
-            "no sandbox is named",
-        ),
         (r#"{"prompt": "x", "artifact_ext": "../x"}"#, "is not a file extension"),
         (r#"{"prompt": "x", "max_iterations": 0}"#, "`max_iterations` = `0` is invalid"),
         (r#"{"prompt": "x", "evaluator": "nope:x"}"#, "nope:x"),
@@ -180,6 +175,12 @@ async fn malformed_requests_are_400_naming_the_problem_and_nothing_is_run() {
         assert!(message.contains(expected), "{body}: {message}");
         assert!(a.json["error"]["code"].is_string(), "{}", a.text);
     }
+    // A sandbox written as text is a name (which no request may use unless the server lists
+    // it), never a spec read again.
+    let text = r#"{"env": ["OPENAI_API_KEY"], "workdir": "/etc"}"#;
+    let a = h.call("POST", "/v1/iterate", Some(json!({"prompt": "x", "sandbox": text}))).await;
+    assert_eq!((a.status, a.json["error"]["code"].as_str()), (403, Some("sandbox_not_allowed")), "{}", a.text);
+    assert!(a.text.contains("[server] sandboxes"), "{}", a.text);
     assert_eq!(h.model.calls().await, 0, "nothing was sent to the model");
     assert_eq!(h.call("GET", "/v1/runs", None).await.json["runs"], json!([]), "nothing was recorded");
 }

@@ -250,8 +250,13 @@ impl FakeDeath {
         let run_id = redraft::new_run_id();
         let worker = Worker::start(store.clone(), &config.queue);
         let value = serde_json::to_value(spec).unwrap();
-        let new =
-            NewRun { run_id: &run_id, spec: &value, holder: Some(worker.lease()), max_queued: None, local: false };
+        let new = NewRun {
+            run_id: &run_id,
+            spec: &value,
+            holder: Some(worker.lease()),
+            max_queued: None,
+            origin: redraft::core::Origin::Http,
+        };
         store.insert_run(&new).await.unwrap();
         let how = Start { run_id: Some(run_id.clone()), ..Start::default() };
         let prepared = spec.prepare(&setup).unwrap();

@@ -28,7 +28,7 @@ macro_rules! run_with_attempts_columns {
         concat!(
             "id, state, ",
             $spec,
-            " AS spec, created_at, updated_at, result::text AS result, worker_id, lease_until, answers,
+            " AS spec, created_at, updated_at, result::text AS result, worker_id, lease_until, answers, origin, local,
          ARRAY(SELECT iteration FROM attempts WHERE run_id = runs.id ORDER BY iteration) AS iterations,
          ARRAY(SELECT record::text FROM attempts WHERE run_id = runs.id ORDER BY iteration) AS records"
         )

@@ -47,8 +47,8 @@ async fn insert(pool: &PgPool, channel: &str, run: &QueuedRun, holder: Option<Le
         None => ("queued", None, None, run.max_queued),
     };
     let inserted = sqlx::query(
-        "INSERT INTO runs (id, state, spec, created_at, updated_at, model, worker_id, lease_until, local)
-         SELECT $1, $2, $3::json, redraft_now_ms(), redraft_now_ms(), $4, $5, redraft_now_ms() + $6, $7
+        "INSERT INTO runs (id, state, spec, created_at, updated_at, model, worker_id, lease_until, local, origin)
+         SELECT $1, $2, $3::json, redraft_now_ms(), redraft_now_ms(), $4, $5, redraft_now_ms() + $6, $7, $9
          WHERE $8::BIGINT IS NULL OR (SELECT COUNT(*) FROM runs WHERE state = 'queued') < $8::BIGINT
          ON CONFLICT (id) DO NOTHING",
     )
@@ -58,8 +58,9 @@ async fn insert(pool: &PgPool, channel: &str, run: &QueuedRun, holder: Option<Le
     .bind(&run.model)
     .bind(worker_id)
     .bind(ttl)
-    .bind(run.local)
+    .bind(run.origin.is_local())
     .bind(max_queued)
+    .bind(run.origin.as_str())
     .execute(pool)
     .await
     .map_err(|e| failed(action(), e))?;
@@ -91,7 +92,7 @@ pub(super) async fn insert_run(store: &PostgresStore, new: &NewRun<'_>) -> Resul
         run_id: new.run_id.to_owned(),
         spec,
         model: model_of_spec(new.spec),
-        local: new.local,
+        origin: new.origin,
         max_queued: new.max_queued.map(|m| i64::try_from(m).unwrap_or(i64::MAX)),
     };
     match new.holder {

@@ -14,7 +14,8 @@ pub(super) async fn run(store: &SqliteStore, run_id: &str) -> Result<Option<Stor
     // One read transaction: the run and its attempts from the same snapshot.
     let mut tx = store.reader.begin().await.map_err(|e| failed(action(), e))?;
     let row = sqlx::query_as::<_, RunRow>(
-        "SELECT id, state, spec, created_at, updated_at, result, worker_id, lease_until, answers FROM runs WHERE id = $1",
+        "SELECT id, state, spec, created_at, updated_at, result, worker_id, lease_until, answers, origin, local
+         FROM runs WHERE id = $1",
     )
     .bind(run_id)
     .fetch_optional(&mut *tx)

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use redraft_core::record::RunStatus;
-use redraft_store::{NewRun, RunFilter, RunState, Store, StoreError};
+use redraft_store::{NewRun, Origin, RunFilter, RunState, Store, StoreError};
 use serde_json::json;
 
 use crate::values::{SPEC, W, held, lease, queued, result};
@@ -16,13 +16,19 @@ pub(crate) async fn claims_are_exclusive(store: Arc<dyn Store>) {
     let w0 = lease("w0");
     assert_eq!(store.claim_next(&w0).await.unwrap(), None);
     store.insert_run(&held("busy", &json!({"prompt": "p"}))).await.unwrap();
-    let local = NewRun { local: true, ..queued("mine", &SPEC) };
+    let local = NewRun { origin: Origin::Cli, ..queued("mine", &SPEC) };
     store.insert_run(&local).await.unwrap();
+    let session = NewRun { origin: Origin::Mcp, ..queued("session", &SPEC) };
+    store.insert_run(&session).await.unwrap();
+    // Where each request came from is kept, for whoever continues the run.
+    for (id, origin) in [("mine", Origin::Cli), ("session", Origin::Mcp), ("busy", Origin::Http)] {
+        assert_eq!(store.run(id).await.unwrap().unwrap().origin, origin, "{id}");
+    }
     let expected: HashSet<String> = (0..30).map(|i| format!("q{i:02}")).collect();
     for i in 0..30 {
         store.insert_run(&queued(&format!("q{i:02}"), &json!({"prompt": i}))).await.unwrap();
     }
-    assert_eq!(store.queue_depth().await.unwrap(), 31);
+    assert_eq!(store.queue_depth().await.unwrap(), 32);
     let first = store.claim_next(&w0).await.unwrap().unwrap();
     assert_eq!((first.run_id.as_str(), first.takeover), ("q00", false));
 
@@ -50,7 +56,7 @@ pub(crate) async fn claims_are_exclusive(store: Arc<dyn Store>) {
         assert_eq!(store.run(run_id).await.unwrap().unwrap().state, RunState::Running);
     }
     assert_eq!(store.claim_next(&w0).await.unwrap(), None);
-    assert_eq!(store.queue_depth().await.unwrap(), 1, "the local run stays queued for `runs resume`");
+    assert_eq!(store.queue_depth().await.unwrap(), 2, "the local runs stay queued for `runs resume`");
     assert_eq!(
         store
             .list(&RunFilter { state: Some(RunState::Running), limit: Some(100), ..RunFilter::default() })

@@ -8,7 +8,7 @@ use redraft_core::record::{
     AttemptRecord, AttemptStatus, Escalation, Metrics, RecurringIssue, RunErrorReport, RunResult, RunStatus, Validation,
 };
 use redraft_core::{FinishReason, HaltReason, Issue, Score};
-use redraft_store::{Lease, NewRun, RunFilter, RunState, Store, StoreError};
+use redraft_store::{Lease, NewRun, Origin, RunFilter, RunState, Store, StoreError};
 use serde_json::{Value, json};
 
 /// The worker holding the runs of these tests.
@@ -21,12 +21,12 @@ pub(crate) fn lease(worker_id: &str) -> Lease<'_> {
 
 /// A run recorded running, held by [`W`].
 pub(crate) fn held<'a>(run_id: &'a str, spec: &'a Value) -> NewRun<'a> {
-    NewRun { run_id, spec, holder: Some(lease(W)), max_queued: None, local: false }
+    NewRun { run_id, spec, holder: Some(lease(W)), max_queued: None, origin: Origin::Http }
 }
 
 /// A run recorded queued.
 pub(crate) fn queued<'a>(run_id: &'a str, spec: &'a Value) -> NewRun<'a> {
-    NewRun { run_id, spec, holder: None, max_queued: None, local: false }
+    NewRun { run_id, spec, holder: None, max_queued: None, origin: Origin::Http }
 }
 
 pub(crate) fn new_run<'a>(run_id: &'a str, spec: &'a Value, state: RunState) -> NewRun<'a> {

@@ -92,6 +92,11 @@ pub struct ServerConfig {
     /// Command providers (`[providers.NAME]` with `type = "command"`) requests may use as their
     /// model. By default, none.
     pub command_providers: Vec<String>,
+    /// The `[sandboxes.NAME]` a request may name for its commands (`"sandbox": "NAME"`). A named
+    /// sandbox may pass variables through or move the working directory, so none is open to
+    /// requests unless listed here. By default, none (a request may still send an inline
+    /// sandbox that only tightens limits).
+    pub sandboxes: Vec<String>,
     /// The directory `schema:PATH` directives from a request are read under (relative to the
     /// server's working directory, or absolute): `PATH` must be relative and resolve, symbolic
     /// links included, inside it. By default, none: a request may not name a schema file (it
@@ -121,6 +126,7 @@ impl Default for ServerConfig {
             exec_allow: Vec::new(),
             http_allow: Vec::new(),
             command_providers: Vec::new(),
+            sandboxes: Vec::new(),
             schema_dir: None,
             allowed_hosts: Vec::new(),
             cors_origins: Vec::new(),

@@ -68,6 +68,26 @@ impl fmt::Display for Face {
     }
 }
 
+impl From<Face> for redraft_core::Origin {
+    fn from(face: Face) -> Self {
+        match face {
+            Face::Cli => redraft_core::Origin::Cli,
+            Face::Http => redraft_core::Origin::Http,
+            Face::Mcp => redraft_core::Origin::Mcp,
+        }
+    }
+}
+
+impl From<redraft_core::Origin> for Face {
+    fn from(origin: redraft_core::Origin) -> Self {
+        match origin {
+            redraft_core::Origin::Cli => Face::Cli,
+            redraft_core::Origin::Http => Face::Http,
+            redraft_core::Origin::Mcp => Face::Mcp,
+        }
+    }
+}
+
 /// What a refused request asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -84,6 +104,8 @@ pub enum Refused {
     Agent,
     /// A sandbox spec.
     Sandbox,
+    /// Continuing a run the CLI started.
+    Continuation,
 }
 
 impl Refused {
@@ -96,6 +118,7 @@ impl Refused {
             Refused::Model => "model_not_allowed",
             Refused::Agent => "agent_not_allowed",
             Refused::Sandbox => "sandbox_not_allowed",
+            Refused::Continuation => "run_not_allowed",
         }
     }
 }
@@ -109,6 +132,8 @@ pub struct Guard {
     command_providers: Vec<String>,
     /// Where `schema:` files of a request are read (`[server] schema_dir`); none: no file.
     schema_dir: Option<PathBuf>,
+    /// The configured sandboxes a request may name (`[server] sandboxes`).
+    sandboxes: Vec<String>,
 }
 
 impl Guard {
@@ -120,6 +145,7 @@ impl Guard {
             urls: UrlAllowList::default(),
             command_providers: Vec::new(),
             schema_dir: None,
+            sandboxes: Vec::new(),
         }
     }
 
@@ -135,6 +161,7 @@ impl Guard {
             urls: UrlAllowList::parse(&server.http_allow).map_err(|e| invalid("server.http_allow", &e))?,
             command_providers: server.command_providers.clone(),
             schema_dir: server.schema_dir.clone(),
+            sandboxes: server.sandboxes.clone(),
         })
     }
 
@@ -307,15 +334,25 @@ impl Guard {
         let Some(requested) = requested else {
             return Ok((!self.is_local()).then(Sandbox::default));
         };
-        if !self.is_local()
-            && let SandboxRequest::Inline(spec) = requested
-            && (!spec.env.is_empty() || spec.workdir.is_some())
-        {
-            return Err(self.refuse(
-                Refused::Sandbox,
-                "an inline sandbox with `env` or `workdir`".into(),
-                "an inline sandbox may only tighten limits; name a `[sandboxes.NAME]` from the server's config to pass variables through or change the working directory",
-            ));
+        match requested {
+            _ if self.is_local() => {}
+            SandboxRequest::Inline(spec) if !spec.env.is_empty() || spec.workdir.is_some() => {
+                return Err(self.refuse(
+                    Refused::Sandbox,
+                    "an inline sandbox with `env` or `workdir`".into(),
+                    "an inline sandbox may only tighten limits; name a `[sandboxes.NAME]` the server's config opens to requests (`[server] sandboxes`) to pass variables through or change the working directory",
+                ));
+            }
+            SandboxRequest::Named(name) if !self.sandboxes.contains(name) => {
+                return Err(self.refuse(
+                    Refused::Sandbox,
+                    format!("the sandbox `{name}`"),
+                    format!(
+                        "list `{name}` in `[server] sandboxes` to let requests name it, or send an inline sandbox that only tightens limits"
+                    ),
+                ));
+            }
+            _ => {}
         }
         config.sandbox(requested).map(Some)
     }

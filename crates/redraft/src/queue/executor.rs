@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use redraft_core::{Claim, NewRun, RunResult, Store, StoreError, StoredRun, Task};
+use redraft_core::{Claim, NewRun, Origin, RunResult, Store, StoreError, StoredRun, Task};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -142,12 +142,14 @@ impl Executor {
         if self.stopping.is_cancelled() {
             return Err(AcceptError::Busy("the server is shutting down".into()));
         }
-        let PreparedRun { runner, task, .. } = spec.prepare(&self.setup())?;
+        let setup = self.setup();
+        let PreparedRun { runner, task, .. } = spec.prepare(&setup)?;
+        // The face the request came through, whose trust whoever continues the run keeps.
+        let origin: Origin = setup.guard.face().into();
         let value = serde_json::to_value(spec)
             .map_err(|e| ConfigError::Invalid { key: "spec".into(), message: e.to_string() })?;
         if let Some(slot) = self.free_slot() {
-            let new =
-                NewRun { run_id, spec: &value, holder: Some(self.worker.lease()), max_queued: None, local: false };
+            let new = NewRun { run_id, spec: &value, holder: Some(self.worker.lease()), max_queued: None, origin };
             self.store().insert_run(&new).await?;
             return Ok(Accepted::Started(self.execute(
                 run_id.to_owned(),
@@ -155,7 +157,7 @@ impl Executor {
                 Some(slot),
             )));
         }
-        let new = NewRun { run_id, spec: &value, holder: None, max_queued: self.bound_to_check().await, local: false };
+        let new = NewRun { run_id, spec: &value, holder: None, max_queued: self.bound_to_check().await, origin };
         match self.store().insert_run(&new).await {
             Ok(()) => {
                 self.wake.notify_one();

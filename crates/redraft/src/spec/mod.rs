@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redraft_core::duration::serde_human;
-use redraft_core::{Ceilings, Directive, Message, OnEscalation, Policy, PromptStyle, Strategy, ToolSpec};
+use redraft_core::{Ceilings, Directive, Message, OnEscalation, Origin, Policy, PromptStyle, Strategy, ToolSpec};
 use redraft_eval::Formats;
 use redraft_eval::kind::Kinds;
 use serde::{Deserialize, Serialize};
@@ -22,7 +22,7 @@ pub use self::fields::{ArtifactExt, Directives, SandboxRequest};
 pub use self::prepare::{PreparedRun, WorkspaceSpec};
 use crate::config::Config;
 use crate::error::ConfigError;
-use crate::guard::Guard;
+use crate::guard::{Face, Guard, Refused};
 
 /// What a run is asked to do, and within which limits. Every field but `prompt` is optional;
 /// what is left out comes from the config.
@@ -183,6 +183,28 @@ impl<'a> SpecSetup<'a> {
     /// The local CLI: anything goes, in the current directory.
     pub fn local(config: &'a Config, workdir: PathBuf) -> Self {
         Self { config, workdir, guard: Arc::new(Guard::local()), ceilings: Ceilings::none(), kinds: None }
+    }
+
+    /// How this face continues (resumes, answers) run `run_id`, whose request came from
+    /// `origin`: never with more trust than the request had. The CLI continues a network run
+    /// under the network's guard and ceilings (its config's `[server]`); a network face may not
+    /// continue a run the user's own CLI started.
+    pub fn continuing(&self, run_id: &str, origin: Origin) -> Result<SpecSetup<'a>, ConfigError> {
+        match (self.guard.face(), origin) {
+            (Face::Cli, Origin::Cli) => Ok(self.clone()),
+            (Face::Cli, network) => Ok(SpecSetup {
+                guard: Arc::new(Guard::network(network.into(), &self.config.server)?),
+                ceilings: self.config.server.ceilings.clone(),
+                ..self.clone()
+            }),
+            (face, Origin::Cli) => Err(ConfigError::NotAllowed {
+                face,
+                refused: Refused::Continuation,
+                what: format!("run `{run_id}`"),
+                hint: "it was started by the CLI, whose trust a network request does not have; continue it there (`redraft runs answer`, `redraft runs resume`)".into(),
+            }),
+            _ => Ok(self.clone()),
+        }
     }
 }
 

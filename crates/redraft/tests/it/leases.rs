@@ -78,8 +78,13 @@ async fn an_agent_mode_run_is_not_resumed_without_its_workspace() {
     let run_id = redraft::new_run_id();
     let value = serde_json::to_value(&spec).unwrap();
     let gone = Lease { worker_id: "gone-worker", ttl: Duration::from_millis(1) };
-    let new =
-        redraft::core::NewRun { run_id: &run_id, spec: &value, holder: Some(gone), max_queued: None, local: true };
+    let new = redraft::core::NewRun {
+        run_id: &run_id,
+        spec: &value,
+        holder: Some(gone),
+        max_queued: None,
+        origin: redraft::core::Origin::Cli,
+    };
     store.insert_run(&new).await.unwrap();
 
     let worker = Worker::start(store.clone(), &config.queue);
@@ -102,4 +107,57 @@ async fn an_agent_mode_run_is_not_resumed_without_its_workspace() {
     let setup = SpecSetup { guard: std::sync::Arc::new(network), ..SpecSetup::local(&config, dir.path().to_owned()) };
     let err = spec.prepare(&setup).unwrap_err().to_string();
     assert!(err.contains("not allowed over HTTP"), "{err}");
+}
+
+/// A run keeps the trust of the face its request came through, whoever continues it: the CLI
+/// resuming a run a network client started sets it up under the network's guard (its command
+/// is refused when `exec_allow` does not admit it, and would otherwise run with a clean
+/// environment), and a network face may not answer a run the CLI started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_is_continued_with_the_trust_of_where_it_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeOpenAi::start(vec![redraft_testkit::reply(r#"{"city": "Toledo"}"#)]).await;
+    let config = config(&model.base_url(), dir.path());
+    let store = redraft::store::open(&config).await.unwrap();
+    let marker = dir.path().join("ran");
+    let spec: RunSpec = serde_json::from_value(serde_json::json!({
+        "prompt": "city?", "evaluator": format!("exec:touch {}", marker.display())
+    }))
+    .unwrap();
+    let value = serde_json::to_value(&spec).unwrap();
+    let worker = Worker::start(store.clone(), &config.queue);
+    let local = SpecSetup::local(&config, dir.path().to_owned());
+    for (origin, over) in [(redraft::core::Origin::Http, "over HTTP"), (redraft::core::Origin::Mcp, "over MCP")] {
+        let run_id = redraft::new_run_id();
+        let gone = Lease { worker_id: "gone-worker", ttl: Duration::from_millis(1) };
+        let new = redraft::core::NewRun { run_id: &run_id, spec: &value, holder: Some(gone), max_queued: None, origin };
+        store.insert_run(&new).await.unwrap();
+        let err = recorder::resume(&run_id, &local, &worker, Start::default(), true).await.unwrap_err().to_string();
+        assert!(err.contains(over) && err.contains("exec_allow"), "{origin:?}: {err}");
+        assert!(!marker.exists(), "{origin:?}: the command ran with the CLI's trust");
+        assert_eq!(model.calls().await, 0, "nothing was sent to the model");
+    }
+
+    // The same request from the CLI itself runs as the CLI's user asked.
+    let run_id = redraft::new_run_id();
+    let gone = Lease { worker_id: "gone-worker", ttl: Duration::from_millis(1) };
+    let new = redraft::core::NewRun {
+        run_id: &run_id,
+        spec: &value,
+        holder: Some(gone),
+        max_queued: None,
+        origin: redraft::core::Origin::Cli,
+    };
+    store.insert_run(&new).await.unwrap();
+    let mut stored = store.run(&run_id).await.unwrap().unwrap();
+    // A network face cannot answer it.
+    stored.state = redraft::core::RunState::AwaitingInput;
+    let network = redraft::Guard::network(redraft::Face::Http, &config.server).unwrap();
+    let over_http =
+        SpecSetup { guard: std::sync::Arc::new(network), ..SpecSetup::local(&config, dir.path().to_owned()) };
+    let err = recorder::person_reply(&stored, "go on", None, &over_http).unwrap_err().to_string();
+    assert!(err.contains("started by the CLI") && err.contains("over HTTP"), "{err}");
+    let result = recorder::resume(&run_id, &local, &worker, Start::default(), true).await.unwrap();
+    assert_eq!(result.status, redraft::core::RunStatus::Succeeded, "{result:?}");
+    assert!(marker.exists(), "the CLI's own run ran its command");
 }

@@ -32,6 +32,7 @@ fn hostile_string() -> impl Strategy<Value = String> {
         Just(r#" {"network": false}"#.to_owned()),
         Just(r#"{"workdir": "/"}"#.to_owned()),
         Just("trusted".to_owned()),
+        Just("private".to_owned()),
         Just("exec:env".to_owned()),
         Just("http://127.0.0.1:9/v".to_owned()),
         Just("schema:creds.json".to_owned()),
@@ -128,6 +129,10 @@ command = "env"
 [sandboxes.trusted]
 env = ["SECRET_X"]
 workdir = "/tmp"
+[sandboxes.private]
+env = ["SECRET_X"]
+[server]
+sandboxes = ["trusted"]
 "#,
         script.display()
     );
@@ -200,8 +205,14 @@ fn a_sandbox_written_as_text_is_only_ever_a_name() {
     for text in [r#"{"env": ["SECRET_X"], "workdir": "/etc"}"#, r#"  {"network": true}"#, "{}"] {
         let spec: RunSpec = serde_json::from_value(json!({"prompt": "p", "sandbox": text})).unwrap();
         let err = spec.prepare(&setup).unwrap_err().to_string();
-        assert!(err.contains("no sandbox is named"), "{text}: {err}");
+        assert!(err.contains(&format!("the sandbox `{text}`")) && err.contains("[server] sandboxes"), "{text}: {err}");
     }
+    // A configured sandbox is open to requests only when the server lists it.
+    let spec: RunSpec = serde_json::from_value(json!({"prompt": "p", "sandbox": "private"})).unwrap();
+    let err = spec.prepare(&setup).unwrap_err().to_string();
+    assert!(err.contains("the sandbox `private`") && err.contains("over HTTP"), "{err}");
+    let spec: RunSpec = serde_json::from_value(json!({"prompt": "p", "sandbox": "trusted"})).unwrap();
+    assert_eq!(spec.prepare(&setup).unwrap().sandbox.as_ref(), config.sandboxes.get("trusted"));
     // The same spec as an object is an inline sandbox, which may not pass variables over the
     // network; a harmless one is taken as it is.
     let spec: RunSpec =
