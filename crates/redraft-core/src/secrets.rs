@@ -85,15 +85,22 @@ pub fn register(value: &str) -> bool {
     true
 }
 
-/// Register the password of a URL (`scheme://user:password@host/…`), as written and
-/// percent-decoded: a database URL, a provider's `base_url`. A URL without one registers nothing.
+/// Register the password of a URL (`scheme://user:password@host/…`, or a `password=` query
+/// parameter as PostgreSQL URLs allow), as written and percent-decoded: a database URL, a
+/// provider's `base_url`. A URL without one registers nothing.
 pub fn register_url_password(url: &str) {
     let Some((_, rest)) = url.split_once("://") else { return };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let Some((userinfo, _host)) = authority.rsplit_once('@') else { return };
-    let Some((_user, password)) = userinfo.split_once(':') else { return };
-    register(password);
-    register(&percent_decoded(password));
+    let in_userinfo = authority.rsplit_once('@').and_then(|(userinfo, _host)| userinfo.split_once(':')).map(|(_, p)| p);
+    let query = rest.split_once('?').map(|(_, q)| q.split('#').next().unwrap_or_default()).unwrap_or_default();
+    let in_query = query
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .filter_map(|(name, value)| matches!(name, "password" | "sslpassword").then_some(value));
+    for password in in_userinfo.into_iter().chain(in_query) {
+        register(password);
+        register(&percent_decoded(password));
+    }
 }
 
 /// `text` with `%XX` escapes decoded (invalid ones kept as they are).
@@ -434,6 +441,8 @@ mod tests {
             redact("postgres://app:core%2Ftest%40FFFF@db.internal and core/test@FFFF"),
             "postgres://app:[redacted]@db.internal and [redacted]"
         );
+        register_url_password("postgres://db.internal/redraft?user=app&password=core-test-GGGG%21");
+        assert_eq!(redact("core-test-GGGG! core-test-GGGG%21"), "[redacted] [redacted]");
         // No password: nothing registered, nothing blanked.
         register_url_password("postgres://app@db.internal/redraft");
         register_url_password("sqlite:.redraft/redraft.db");
