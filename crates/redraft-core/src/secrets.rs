@@ -98,9 +98,14 @@ pub fn register_url_password(url: &str) {
         .filter_map(|pair| pair.split_once('='))
         .filter_map(|(name, value)| matches!(name, "password" | "sslpassword").then_some(value));
     for password in in_userinfo.into_iter().chain(in_query) {
-        register(password);
-        register(&percent_decoded(password));
+        register_percent_encoded(password);
     }
+}
+
+/// Register a percent-encoded value (in a URL, an OTLP header), as written and decoded.
+pub fn register_percent_encoded(value: &str) {
+    register(value);
+    register(&percent_decoded(value));
 }
 
 /// `text` with `%XX` escapes decoded (invalid ones kept as they are).
