@@ -226,3 +226,63 @@ fn redact_attribute(attribute: &mut KeyValue) {
         _ => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::SystemTime;
+
+    use opentelemetry::trace::{Event, SpanContext, SpanId, SpanKind};
+    use opentelemetry_sdk::trace::{SpanEvents, SpanLinks};
+
+    use super::*;
+
+    /// An exporter that keeps what it is given.
+    #[derive(Debug, Clone, Default)]
+    struct Kept(Arc<Mutex<Vec<SpanData>>>);
+
+    impl SpanExporter for Kept {
+        fn export(&self, batch: Vec<SpanData>) -> impl Future<Output = OTelSdkResult> + Send {
+            self.0.lock().unwrap().extend(batch);
+            std::future::ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn exported_spans_carry_no_known_secret() {
+        const KEY: &str = "sk-exporter-test-4455";
+        secrets::register(KEY);
+        let text = format!("Bearer {KEY}");
+        let mut events = SpanEvents::default();
+        events.events.push(Event::new(
+            text.clone(),
+            SystemTime::UNIX_EPOCH,
+            vec![KeyValue::new("body", text.clone())],
+            0,
+        ));
+        let span = SpanData {
+            span_context: SpanContext::empty_context(),
+            parent_span_id: SpanId::INVALID,
+            parent_span_is_remote: false,
+            span_kind: SpanKind::Internal,
+            name: text.clone().into(),
+            start_time: SystemTime::UNIX_EPOCH,
+            end_time: SystemTime::UNIX_EPOCH,
+            attributes: vec![
+                KeyValue::new("error.message", text.clone()),
+                KeyValue::new("list", Value::Array(Array::String(vec![text.clone().into()]))),
+                KeyValue::new("n", 1),
+            ],
+            dropped_attributes_count: 0,
+            events,
+            links: SpanLinks::default(),
+            status: Status::error(text),
+            instrumentation_scope: Default::default(),
+        };
+        let kept = Kept::default();
+        RedactingExporter(kept.clone()).export(vec![span]).await.unwrap();
+        let exported = format!("{:?}", kept.0.lock().unwrap());
+        assert!(!exported.contains(KEY), "{exported}");
+        assert_eq!(exported.matches("Bearer [redacted]").count(), 6, "{exported}");
+    }
+}
