@@ -330,3 +330,21 @@ impl Seen {
         self.add("MCP's log", log.join().unwrap());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_password_is_a_secret_from_the_moment_it_is_read() {
+    const PASSWORD: &str = "db-password-5f4e3d2c";
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("postgres://app:{PASSWORD}@127.0.0.1:1/redraft");
+    for args in [&["config", "show"][..], &["runs", "list"][..]] {
+        let mut cmd = redraft(dir.path());
+        cmd.env("REDRAFT_DATABASE_URL", &url).env("RUST_LOG", "trace").args(args);
+        let out = output(cmd).await;
+        for text in [&out.stdout, &out.stderr] {
+            assert!(!text.contains(PASSWORD), "redraft {args:?}: {text:.3000}");
+        }
+        if args[0] == "config" {
+            assert!(out.stdout.contains("postgres://app:[redacted]@127.0.0.1:1/redraft"), "{}", out.stdout);
+        }
+    }
+}
