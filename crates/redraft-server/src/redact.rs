@@ -169,6 +169,12 @@ impl EventRedactor {
                 lines.push(line.to_owned());
                 continue;
             };
+            // Only a chat completion chunk has texts streamed across events (a run's events,
+            // say, are whole): the others are not parsed.
+            if !data.contains("\"choices\"") {
+                lines.push(line.to_owned());
+                continue;
+            }
             let end = &data[data.trim_end_matches(['\r', '\n']).len()..];
             match serde_json::from_str::<Value>(data.trim()) {
                 Ok(mut chunk) => {
