@@ -8,5 +8,6 @@ mod leases;
 mod openai;
 mod paused;
 mod schema;
+mod secrets;
 mod transport;
 mod typed;
