@@ -197,7 +197,10 @@ impl Known {
 
 /// Whether `bytes` hold a known secret.
 pub fn contains(bytes: &[u8]) -> bool {
-    known().is_some_and(|k| !k.find(bytes).is_empty())
+    known().is_some_and(|k| match &k.matcher {
+        Some(matcher) => matcher.is_match(bytes),
+        None => !k.find(bytes).is_empty(),
+    })
 }
 
 /// `text` with every known secret replaced with `[redacted]` (borrowed when there is none).
