@@ -229,3 +229,38 @@ fn response_limit(name: &str, provider: Option<&ProviderConfig>) -> Result<usize
         None => Ok(redraft_providers::DEFAULT_MAX_RESPONSE_BYTES),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn a_command_provider_gets_a_clean_environment_plus_what_pass_env_names() {
+        let config = Config::parse(
+            "[providers.a]\ntype = \"command\"\ncommand = \"env\"\npass_env = [\"ANTHROPIC_API_KEY\", \"CARGO_HOME\"]\n\n\
+             [providers.plain]\ntype = \"command\"\ncommand = \"env\"\n\n\
+             [providers.bad]\ntype = \"command\"\ncommand = \"env\"\npass_env = [\"A=B\"]\n",
+            Path::new("t.toml"),
+        )
+        .unwrap();
+        let passed = command_sandbox(&config, "a", &config.providers["a"]).unwrap();
+        assert_eq!(passed.env, ["ANTHROPIC_API_KEY", "CARGO_HOME"]);
+        // Only the environment is cleaned: nothing that needs bubblewrap.
+        assert_eq!(passed.needs_bwrap(), None);
+        assert_eq!(command_sandbox(&config, "plain", &config.providers["plain"]).unwrap(), Sandbox::default());
+        let err = command_sandbox(&config, "bad", &config.providers["bad"]).unwrap_err().to_string();
+        assert!(err.contains("providers.bad.pass_env") && err.contains("`A=B`"), "{err}");
+    }
+
+    #[test]
+    fn credentials_are_told_by_their_names() {
+        for name in ["ANTHROPIC_API_KEY", "GITHUB_TOKEN", "db_password", "AWS_SECRET_ACCESS_KEY", "NPM_AUTH"] {
+            assert!(names_a_credential(name), "{name}");
+        }
+        for name in ["CARGO_HOME", "PYTHONPATH", "LANG"] {
+            assert!(!names_a_credential(name), "{name}");
+        }
+    }
+}
