@@ -5,10 +5,30 @@
 //! place: 0 success, 1 a failed run (or no JSON / an invalid document), 2 bad usage or
 //! configuration — in which case nothing was sent to a model.
 
+// The `print!` family, shadowed for the whole crate (these definitions come before every
+// module): what the binary prints passes the redaction of known secrets (`redacted`).
+#[allow(unused_macros)]
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::redacted::print(format_args!($($arg)*)) };
+}
+#[allow(unused_macros)]
+macro_rules! println {
+    () => { $crate::redacted::print(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::redacted::print(format_args!("{}\n", format_args!($($arg)*))) };
+}
+macro_rules! eprint {
+    ($($arg:tt)*) => { $crate::redacted::eprint(format_args!($($arg)*)) };
+}
+macro_rules! eprintln {
+    () => { $crate::redacted::eprint(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::redacted::eprint(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
 mod args;
 mod commands;
 mod input;
 mod output;
+mod redacted;
 mod telemetry;
 mod until;
 

@@ -18,7 +18,7 @@ pub struct ProgressLines {
 #[async_trait::async_trait]
 impl RunObserver for ProgressLines {
     async fn attempt_finished(&self, _run_id: &str, a: &AttemptRecord) {
-        let _ = writeln!(std::io::stderr(), "{}", progress_line(a, self.max_iterations));
+        let _ = writeln!(crate::redacted::stderr(), "{}", progress_line(a, self.max_iterations));
     }
 }
 
@@ -98,7 +98,7 @@ pub fn escalation_text(r: &RunResult) -> String {
 /// Print a run's outcome: the whole result with `json`, else the accepted artifact (raw text in
 /// text mode); a failed run's escalation goes to stderr and makes the outcome `Failed`.
 pub fn report(result: &RunResult, json: bool, text: bool) -> anyhow::Result<Outcome> {
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = crate::redacted::stdout();
     if json {
         serde_json::to_writer_pretty(&mut stdout, result)?;
         writeln!(stdout)?;

@@ -276,9 +276,10 @@ pub enum ProviderError {
     /// HTTP 429.
     #[error("rate limited by `{url}`{}", retry_after.map(|d| format!(" (retry after {}s)", d.as_secs_f64())).unwrap_or_default())]
     RateLimited { url: String, retry_after: Option<Duration> },
-    /// Any other non-success HTTP status.
+    /// Any other non-success HTTP status. The body is kept [`Redacted`](crate::Redacted): a
+    /// server that repeats the request's credentials in its error leaks nothing.
     #[error("`{url}` answered HTTP {status}: {body}")]
-    Status { url: String, status: u16, body: String },
+    Status { url: String, status: u16, body: crate::Redacted },
     /// HTTP 401/403.
     #[error(
         "`{url}` refused the credentials (HTTP {status})\nhint: check that the API key variable (`{key_env}`) is set and valid"
@@ -286,7 +287,7 @@ pub enum ProviderError {
     Unauthorized { url: String, status: u16, key_env: String },
     /// The answer could not be understood.
     #[error("`{url}` sent an answer redraft cannot read: {message}")]
-    InvalidResponse { url: String, message: String },
+    InvalidResponse { url: String, message: crate::Redacted },
     /// The connection broke while the answer was being read: reset, closed before the promised
     /// length, or closed in the middle of the JSON. Transient, like a failure to connect.
     #[error("the answer from `{url}` was cut off: {message}")]
@@ -304,9 +305,10 @@ pub enum ProviderError {
     /// A scripted provider has no reply left.
     #[error("the script `{script}` has no reply left for attempt {call} (it holds {len})")]
     ScriptExhausted { script: String, call: usize, len: usize },
-    /// The proposer failed in a way that is not about transport.
+    /// The proposer failed in a way that is not about transport (an agent's last lines of
+    /// stderr, say: kept [`Redacted`](crate::Redacted)).
     #[error("{message}")]
-    Failed { message: String },
+    Failed { message: crate::Redacted },
 }
 
 impl ProviderError {
@@ -383,9 +385,9 @@ mod tests {
     #[test]
     fn classifies_transient_errors() {
         let url = String::from("http://x");
-        assert!(ProviderError::Status { url: url.clone(), status: 503, body: String::new() }.is_transient());
+        assert!(ProviderError::Status { url: url.clone(), status: 503, body: Default::default() }.is_transient());
         assert!(ProviderError::RateLimited { url: url.clone(), retry_after: None }.is_transient());
-        assert!(!ProviderError::Status { url: url.clone(), status: 400, body: String::new() }.is_transient());
+        assert!(!ProviderError::Status { url: url.clone(), status: 400, body: Default::default() }.is_transient());
         assert!(!ProviderError::Unauthorized { url, status: 401, key_env: "K".into() }.is_transient());
     }
 

@@ -27,6 +27,7 @@ pub mod price;
 pub mod prompt;
 pub mod record;
 pub mod retry;
+pub mod secrets;
 pub mod skeleton;
 pub mod store;
 pub mod time;
@@ -54,6 +55,7 @@ pub use record::{
     RunResult, RunStatus, Validation,
 };
 pub use retry::{RetryPolicy, RetryStep, WaitBound};
+pub use secrets::Redacted;
 pub use store::{
     Claim, Claimed, Holder, Lease, NewRun, Origin, Renewal, RunFilter, RunState, RunSummary, Store, StoreError,
     StoredRun,

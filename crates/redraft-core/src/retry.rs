@@ -72,7 +72,7 @@ mod tests {
     use super::*;
 
     fn status(code: u16) -> ProviderError {
-        ProviderError::Status { url: "u".into(), status: code, body: String::new() }
+        ProviderError::Status { url: "u".into(), status: code, body: Default::default() }
     }
 
     #[test]

@@ -15,6 +15,9 @@
 //!   calling model can read it and correct itself.
 //! - **stdout is the protocol.** Nothing here prints; logs go through `tracing`, which the
 //!   binary sends to stderr.
+//! - **No secret leaves.** The session's writer redacts every message it carries: a known
+//!   secret (an API key, say, that a model or its server repeated) becomes `[redacted]` in tool
+//!   results, tool errors and notifications alike.
 //!
 //! # Use
 //!
@@ -26,6 +29,7 @@
 //! agent commands are refused, and requests are capped by `[server.ceilings]`. `iterate` runs are recorded in the store unless `--no-store`.
 
 mod args;
+mod redact;
 mod reply;
 mod server;
 mod submit;
@@ -36,8 +40,10 @@ pub use redraft::runner::SUBMITTED_FEEDBACK_TEMPLATE as SUBMIT_FEEDBACK_TEMPLATE
 pub use server::{McpSetup, RedraftMcp};
 pub use submit::DEFAULT_MAX_ATTEMPTS;
 
-use rmcp::transport::IntoTransport;
-use rmcp::{RoleServer, ServiceExt};
+use rmcp::ServiceExt;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::redact::RedactingWriter;
 
 /// The server stopped abnormally.
 #[derive(Debug, thiserror::Error)]
@@ -51,17 +57,29 @@ pub enum McpError {
 
 /// Serve one session over stdin/stdout until the client closes it.
 pub async fn serve_stdio(setup: McpSetup) -> Result<(), McpError> {
-    serve(RedraftMcp::new(setup), rmcp::transport::stdio()).await
+    serve_io(RedraftMcp::new(setup), tokio::io::stdin(), tokio::io::stdout()).await
 }
 
-/// Serve `server` over any transport rmcp accepts — a byte stream or a `(reader, writer)` pair
-/// (stdio, a pipe, an in-memory duplex in tests) — until the other end closes it.
-pub async fn serve<T, E, A>(server: RedraftMcp, transport: T) -> Result<(), McpError>
+/// Serve `server` over a byte stream (a socket, an in-memory duplex in tests) until the other
+/// end closes it.
+pub async fn serve<S>(server: RedraftMcp, stream: S) -> Result<(), McpError>
 where
-    T: IntoTransport<RoleServer, E, A>,
-    E: std::error::Error + Send + Sync + 'static,
+    S: AsyncRead + AsyncWrite + Send + 'static,
 {
-    let running = server.serve(transport).await.map_err(|e| McpError::Start(e.to_string()))?;
+    let (reader, writer) = tokio::io::split(stream);
+    serve_io(server, reader, writer).await
+}
+
+/// Serve `server`, reading requests from `reader` and writing to `writer` (stdio, a pipe),
+/// until the other end closes it. Every message written passes the redaction of known secrets
+/// ([`redraft::core::secrets`]): no tool result or error carries an API key.
+pub async fn serve_io<R, W>(server: RedraftMcp, reader: R, writer: W) -> Result<(), McpError>
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    let running =
+        server.serve((reader, RedactingWriter::new(writer))).await.map_err(|e| McpError::Start(e.to_string()))?;
     running.waiting().await.map_err(|e| McpError::Run(e.to_string()))?;
     Ok(())
 }

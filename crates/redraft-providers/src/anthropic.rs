@@ -66,7 +66,10 @@ pub struct AnthropicProvider {
 
 impl AnthropicProvider {
     /// A client for `config`.
+    /// A provider for `config`. Its API key (and a password in its `base_url`) become known
+    /// secrets ([`redraft_core::secrets`]), never written out.
     pub fn new(config: AnthropicConfig) -> Result<Self, ProviderError> {
+        crate::http::register_credentials(config.api_key.as_deref(), &config.base_url);
         let client = http::client(config.request_timeout)?;
         let url = format!("{}/v1/messages", config.base_url.trim_end_matches('/'));
         Ok(Self { config, url, client })
@@ -80,12 +83,12 @@ impl AnthropicProvider {
                 ProviderError::Unauthorized { url, status: status.as_u16(), key_env: self.config.api_key_env.clone() }
             }
             // 529 (overloaded) is a 5xx: transient.
-            code => ProviderError::Status { url, status: code, body: http::error_summary(body) },
+            code => ProviderError::Status { url, status: code, body: http::error_summary(body).into() },
         }
     }
 
     fn invalid(&self, message: String) -> ProviderError {
-        ProviderError::InvalidResponse { url: self.url.clone(), message }
+        ProviderError::InvalidResponse { url: self.url.clone(), message: message.into() }
     }
 }
 
@@ -192,11 +195,12 @@ impl ChatProvider for AnthropicProvider {
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
         let body = request_body(&self.config.model, request)
-            .map_err(|message| ProviderError::Failed { message: format!("{}: {message}", self.config.name) })?;
+            .map_err(|message| ProviderError::Failed { message: format!("{}: {message}", self.config.name).into() })?;
         let mut builder = self.client.post(&self.url).header("anthropic-version", API_VERSION).json(&body);
         if let Some(key) = &self.config.api_key {
             let mut value = HeaderValue::from_str(key).map_err(|_| ProviderError::Failed {
-                message: format!("the API key in `{}` is not a valid HTTP header value", self.config.api_key_env),
+                message: format!("the API key in `{}` is not a valid HTTP header value", self.config.api_key_env)
+                    .into(),
             })?;
             value.set_sensitive(true);
             builder = builder.header("x-api-key", value);

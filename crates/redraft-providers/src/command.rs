@@ -103,7 +103,7 @@ impl CommandProvider {
     }
 
     fn failed(&self, message: String) -> ProviderError {
-        ProviderError::Failed { message: format!("the agent `{}` {message}", self.display()) }
+        ProviderError::Failed { message: format!("the agent `{}` {message}", self.display()).into() }
     }
 }
 

@@ -19,6 +19,15 @@ const ERROR_BODY_BYTES: usize = 64 * 1024;
 /// the buffers of each (a quarter of a gigabyte after 5,000 runs) until they time out.
 const IDLE_PER_HOST: usize = 64;
 
+/// Make a provider's credentials known secrets: its API key, and a password in its base URL
+/// (which every error message names).
+pub(crate) fn register_credentials(api_key: Option<&str>, base_url: &str) {
+    if let Some(key) = api_key {
+        redraft_core::secrets::register(key);
+    }
+    redraft_core::secrets::register_url_password(base_url);
+}
+
 /// An HTTP client bounded by `request_timeout` (10 s to connect), shared by every provider with
 /// that timeout in this process. Building a client loads the system's root certificates (a few
 /// hundred files); a server making a provider per request would spend most of its time there,
@@ -36,7 +45,7 @@ pub(crate) fn client(request_timeout: Duration) -> Result<reqwest::Client, Provi
         .pool_max_idle_per_host(IDLE_PER_HOST)
         .pool_idle_timeout(Duration::from_secs(30))
         .build()
-        .map_err(|e| ProviderError::Failed { message: format!("cannot build an HTTP client: {e}") })?;
+        .map_err(|e| ProviderError::Failed { message: format!("cannot build an HTTP client: {e}").into() })?;
     clients.insert(request_timeout, client.clone());
     Ok(client)
 }
@@ -50,7 +59,7 @@ pub(crate) fn transport_error(url: &str, e: &reqwest::Error) -> ProviderError {
     } else if e.is_connect() || e.is_request() || e.is_body() {
         ProviderError::Connect { url, message: root_cause(e) }
     } else {
-        ProviderError::InvalidResponse { url, message: root_cause(e) }
+        ProviderError::InvalidResponse { url, message: root_cause(e).into() }
     }
 }
 
@@ -146,7 +155,7 @@ pub(crate) fn parse_json(url: &str, body: &[u8]) -> Result<Value, ProviderError>
         } else {
             ProviderError::InvalidResponse {
                 url: url.to_owned(),
-                message: format!("not JSON ({e}): {}", error_summary(&String::from_utf8_lossy(body))),
+                message: format!("not JSON ({e}): {}", error_summary(&String::from_utf8_lossy(body))).into(),
             }
         }
     })

@@ -188,7 +188,7 @@ impl ChatProvider for MockProvider {
                             .map(Duration::from_secs_f64),
                     },
                     401 | 403 => ProviderError::Unauthorized { url, status: error.status, key_env: "(mock)".into() },
-                    status => ProviderError::Status { url, status, body: error.body.clone() },
+                    status => ProviderError::Status { url, status, body: error.body.clone().into() },
                 }
             }),
             MockReply::Hang { .. } => {

@@ -101,8 +101,10 @@ pub struct OllamaProvider {
 }
 
 impl OllamaProvider {
-    /// A client for `config`.
+    /// A client for `config`. A password in its `base_url` becomes a known secret
+    /// ([`redraft_core::secrets`]), never written out.
     pub fn new(config: OllamaConfig) -> Result<Self, ProviderError> {
+        http::register_credentials(None, &config.base_url);
         let client = http::client(config.request_timeout)?;
         let url = format!("{}/api/chat", config.base_url.trim_end_matches('/'));
         Ok(Self { config, url, client })
@@ -124,12 +126,12 @@ impl OllamaProvider {
             429 => ProviderError::RateLimited { url, retry_after: retry_after(headers) },
             // No key is configured for Ollama: 401/403 (from a proxy) stay plain statuses.
             // A missing model is a 404: not transient.
-            code => ProviderError::Status { url, status: code, body: http::error_summary(body) },
+            code => ProviderError::Status { url, status: code, body: http::error_summary(body).into() },
         }
     }
 
     fn invalid(&self, message: String) -> ProviderError {
-        ProviderError::InvalidResponse { url: self.url.clone(), message }
+        ProviderError::InvalidResponse { url: self.url.clone(), message: message.into() }
     }
 }
 

@@ -10,7 +10,7 @@ use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
 /// Where and how to reach an OpenAI-compatible server.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct OpenAiConfig {
     /// The `provider/model` name users wrote (for messages and prices).
     pub name: String,
@@ -33,6 +33,21 @@ pub struct OpenAiConfig {
     pub native_response_format: bool,
 }
 
+impl std::fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("name", &self.name)
+            .field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("api_key_env", &self.api_key_env)
+            .field("request_timeout", &self.request_timeout)
+            .field("max_response_bytes", &self.max_response_bytes)
+            .field("native_response_format", &self.native_response_format)
+            .finish()
+    }
+}
+
 /// The servers (base URL and model) that refused `response_format`, in this process.
 fn refused_native() -> &'static std::sync::Mutex<std::collections::HashSet<String>> {
     static REFUSED: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<String>>> =
@@ -53,7 +68,10 @@ pub struct OpenAiProvider {
 
 impl OpenAiProvider {
     /// A client for `config`.
+    /// A provider for `config`. Its API key (and a password in its `base_url`) become known
+    /// secrets ([`redraft_core::secrets`]), never written out.
     pub fn new(config: OpenAiConfig) -> Result<Self, ProviderError> {
+        crate::http::register_credentials(config.api_key.as_deref(), &config.base_url);
         let client = http::client(config.request_timeout)?;
         let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
         Ok(Self { config, url, client })
@@ -194,7 +212,7 @@ impl OpenAiProvider {
             401 | 403 => {
                 ProviderError::Unauthorized { url, status: status.as_u16(), key_env: self.config.api_key_env.clone() }
             }
-            code => ProviderError::Status { url, status: code, body: http::error_summary(body) },
+            code => ProviderError::Status { url, status: code, body: http::error_summary(body).into() },
         }
     }
 }
@@ -270,7 +288,7 @@ impl ChatProvider for OpenAiProvider {
             other => other?,
         };
         parse_completion(&body, request.tool.as_ref().map(|t| t.name.as_str()))
-            .map_err(|message| ProviderError::InvalidResponse { url: self.url.clone(), message })
+            .map_err(|message| ProviderError::InvalidResponse { url: self.url.clone(), message: message.into() })
     }
 
     async fn forward(&self, mut body: Value) -> Option<Result<Value, ProviderError>> {

@@ -36,6 +36,7 @@ pub mod openapi;
 mod ops;
 mod origin;
 mod proxy;
+mod redact;
 mod responses;
 mod runs;
 mod serve;
@@ -114,4 +115,6 @@ pub fn router(state: AppState) -> Router {
         )
         // Per route, after routing: the route template is known (the fallback has none).
         .layer(middleware::from_fn_with_state(state.clone(), metrics::track))
+        // Outermost: no body leaves with a known secret in it, whatever made it.
+        .layer(middleware::map_response(redact::response))
 }

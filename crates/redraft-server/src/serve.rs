@@ -46,15 +46,20 @@ pub enum ServerError {
     },
 }
 
-/// The bearer tokens in the environment variable `name` (comma-separated).
+/// The bearer tokens in the environment variable `name` (comma-separated). Each becomes a known
+/// secret ([`redraft::core::secrets`]): no response, log or stored run shows it.
 pub fn tokens_from_env(name: &str) -> Vec<String> {
-    std::env::var(name)
+    let tokens: Vec<String> = std::env::var(name)
         .unwrap_or_default()
         .split(',')
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .map(str::to_owned)
-        .collect()
+        .collect();
+    for token in &tokens {
+        redraft::core::secrets::register(token);
+    }
+    tokens
 }
 
 /// A server bound to its address, not yet serving.

@@ -117,6 +117,10 @@ impl AppState {
         workdir: PathBuf,
         files: Option<Arc<Files>>,
     ) -> Result<Self, ConfigError> {
+        // However they were read, the tokens are secrets: no response or log shows them.
+        for token in &tokens {
+            redraft::core::secrets::register(token);
+        }
         let kinds = if config.kinds_dir.is_dir() { Some(Arc::new(Kinds::load(&config.kinds_dir)?)) } else { None };
         let guard = Arc::new(Guard::network(Face::Http, &config.server)?);
         let slots = config.server.max_concurrent_runs;

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use redraft_core::policy::HaltReason;
 use redraft_core::record::{AttemptRecord, PersonReply, RunResult, RunStatus};
+use redraft_core::secrets;
 use redraft_core::store::{Claim, Holder, Origin, Renewal, RunState, RunSummary, StoreError, StoredRun};
 use serde_json::Value;
 
@@ -66,17 +67,31 @@ const ARTIFACT_IS_RAW: &str = "artifact_is_raw";
 /// that attempt, and put back on read.
 const ARTIFACT_IN_BEST_ATTEMPT: &str = "artifact_in_best_attempt";
 
+/// The text of a JSON column, with every known secret ([`redraft_core::secrets`]) taken out:
+/// every JSON the store writes — specs, attempts (raw output, issues, errors), results
+/// (escalations), answers — is made here, so nothing that repeats an API key is kept. A text
+/// holding none is written as serialized.
+fn json_column(value: &impl serde::Serialize) -> Result<String, serde_json::Error> {
+    let text = serde_json::to_string(value)?;
+    if !secrets::contains(text.as_bytes()) {
+        return Ok(text);
+    }
+    let mut value: Value = serde_json::from_str(&text)?;
+    secrets::redact_json(&mut value);
+    serde_json::to_string(&value)
+}
+
 /// An attempt as stored: its JSON, with a text-mode artifact (a copy of `raw`) left out.
 fn encode_attempt(attempt: &AttemptRecord) -> Result<String, serde_json::Error> {
     if !matches!(&attempt.artifact, Some(Value::String(text)) if *text == attempt.raw) {
-        return serde_json::to_string(attempt);
+        return json_column(attempt);
     }
     let mut value = serde_json::to_value(attempt)?;
     if let Some(fields) = value.as_object_mut() {
         fields.insert("artifact".into(), Value::Null);
         fields.insert(ARTIFACT_IS_RAW.into(), Value::Bool(true));
     }
-    serde_json::to_string(&value)
+    json_column(&value)
 }
 
 /// An attempt as read back: stored by [`encode_attempt`], or whole (as earlier versions stored
@@ -117,13 +132,13 @@ fn encode_result(result: &RunResult) -> Result<String, serde_json::Error> {
         error: result.error.clone(),
     };
     if !in_best_attempt {
-        return serde_json::to_string(&stored);
+        return json_column(&stored);
     }
     let mut value = serde_json::to_value(&stored)?;
     if let Some(fields) = value.as_object_mut() {
         fields.insert(ARTIFACT_IN_BEST_ATTEMPT.into(), Value::Bool(true));
     }
-    serde_json::to_string(&value)
+    json_column(&value)
 }
 
 /// A result as read back, its history (and, when stored there, its artifact) taken from
@@ -210,7 +225,7 @@ impl ResultColumns {
 
 /// The spec as stored.
 pub(crate) fn encode_spec(run_id: &str, spec: &Value) -> Result<String, StoreError> {
-    serde_json::to_string(spec).map_err(|e| StoreError::Query {
+    json_column(spec).map_err(|e| StoreError::Query {
         action: format!("insert run `{run_id}`"),
         message: format!("cannot encode the spec as JSON: {e}"),
     })
@@ -384,7 +399,7 @@ pub(crate) fn with_answer(run_id: &str, stored: Option<&str>, reply: &PersonRepl
         message: format!("cannot encode the answer as JSON: {e}"),
     };
     answers.push(serde_json::to_value(reply).map_err(encode)?);
-    serde_json::to_string(&answers).map_err(encode)
+    json_column(&answers).map_err(encode)
 }
 
 /// A stored result (without its history) with its status set to `failed`: a run awaiting an
@@ -396,7 +411,7 @@ pub(crate) fn aborted_result(run_id: &str, stored: Option<&str>) -> Result<Strin
     let fields =
         value.as_object_mut().ok_or_else(|| corrupt(format!("result of run `{run_id}`"), "it is not a JSON object"))?;
     fields.insert("status".into(), Value::String(RunStatus::Failed.as_str().into()));
-    Ok(value.to_string())
+    json_column(&value).map_err(|e| corrupt(format!("result of run `{run_id}`"), e))
 }
 
 /// The answers to store once `reply` answers run `run_id` (stored in `state`, with `answers`):

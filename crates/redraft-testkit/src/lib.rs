@@ -6,6 +6,7 @@
 
 pub mod anthropic;
 pub mod conversation;
+pub mod echo;
 pub mod first_wrong;
 pub mod hostile;
 pub mod ollama;
@@ -19,6 +20,7 @@ use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
 
 pub use conversation::ByAttempt;
+pub use echo::EchoingOpenAi;
 pub use first_wrong::FirstWrong;
 pub use raw::{RawReply, RawRequest, RawServer};
 pub use scripted::ScriptedServer;

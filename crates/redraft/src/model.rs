@@ -9,6 +9,7 @@ use redraft_providers::{
     AgentCommand, AnthropicConfig, AnthropicProvider, CommandProvider, MockProvider, OllamaConfig, OllamaProvider,
     OpenAiConfig, OpenAiProvider, anthropic, ollama, openai,
 };
+use redraft_sandbox::Sandbox;
 
 use crate::config::{Config, ProviderConfig, ProviderType};
 use crate::error::ConfigError;
@@ -80,6 +81,10 @@ impl Config {
         let timeout = named.and_then(|p| p.request_timeout).unwrap_or(self.policy.attempt_timeout);
         let max_response_bytes = response_limit(prefix, named)?;
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        // Whatever the provider's type, the variable the config names holds a secret.
+        if let Some(key_env) = named.and_then(|p| p.api_key_env.as_deref()) {
+            api_key(key_env);
+        }
         let provider: Arc<dyn ChatProvider> = match kind {
             ProviderType::Openai => {
                 let base_url = named
@@ -92,7 +97,7 @@ impl Config {
                     name: name.to_owned(),
                     model: model.to_owned(),
                     base_url,
-                    api_key: env(&api_key_env),
+                    api_key: api_key(&api_key_env),
                     api_key_env,
                     request_timeout: timeout,
                     max_response_bytes,
@@ -120,7 +125,7 @@ impl Config {
                     key: format!("providers.{key}.command"),
                     message: "a command provider needs `command = \"…\"` (run with `sh -c`; `{prompt}` is replaced by the quoted prompt)".into(),
                 })?;
-                let sandbox = p.sandbox.as_ref().map(|s| self.sandbox(s)).transpose()?;
+                let sandbox = command_sandbox(self, key, p)?;
                 Arc::new(
                     CommandProvider::new(
                         name,
@@ -128,7 +133,7 @@ impl Config {
                         p.workdir.clone().unwrap_or_else(|| PathBuf::from(".")),
                     )
                     .timeout(timeout)
-                    .sandbox(sandbox)
+                    .sandbox(Some(sandbox))
                     .max_response_bytes(response_limit(key, Some(p))?),
                 )
             }
@@ -143,7 +148,7 @@ impl Config {
                     name: name.to_owned(),
                     model: model.to_owned(),
                     base_url,
-                    api_key: env(&api_key_env),
+                    api_key: api_key(&api_key_env),
                     api_key_env,
                     request_timeout: timeout,
                     max_response_bytes,
@@ -167,6 +172,49 @@ impl Config {
     }
 }
 
+/// The API key in the variable `name`, when set; read, it is a known secret
+/// ([`redraft_core::secrets`]): never written out.
+fn api_key(name: &str) -> Option<String> {
+    let key = std::env::var(name).ok().filter(|v| !v.is_empty())?;
+    redraft_core::secrets::register(&key);
+    Some(key)
+}
+
+/// The sandbox of the command provider `[providers.NAME]`: its named sandbox, or none but a
+/// clean environment — on every face, the command gets only the variables the config names
+/// (`PATH`, `HOME`, `LANG`, the sandbox's `env` and `pass_env`; redraft adds its own
+/// `REDRAFT_*` for the command). A passed variable whose name says it holds a credential is a
+/// known secret: the command may be given it, never echo it into a result.
+fn command_sandbox(config: &Config, name: &str, provider: &ProviderConfig) -> Result<Sandbox, ConfigError> {
+    let mut sandbox = match provider.sandbox.as_ref() {
+        Some(spec) => config.sandbox(spec)?,
+        None => Sandbox::default(),
+    };
+    for variable in &provider.pass_env {
+        if variable.is_empty() || variable.contains(['=', '\0']) {
+            return Err(ConfigError::Invalid {
+                key: format!("providers.{name}.pass_env"),
+                message: format!("`{variable}` is not a variable name; list names such as `ANTHROPIC_API_KEY`"),
+            });
+        }
+        if !sandbox.env.contains(variable) {
+            sandbox.env.push(variable.clone());
+        }
+    }
+    for variable in sandbox.env.iter().filter(|v| names_a_credential(v)) {
+        if let Ok(value) = std::env::var(variable) {
+            redraft_core::secrets::register(&value);
+        }
+    }
+    Ok(sandbox)
+}
+
+/// Whether a variable's name says it holds a credential (`…_API_KEY`, `…_TOKEN`, …).
+fn names_a_credential(name: &str) -> bool {
+    let name = name.to_ascii_uppercase();
+    ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH"].iter().any(|word| name.contains(word))
+}
+
 /// The largest answer `[providers.NAME]` allows (by default, 4 MiB).
 fn response_limit(name: &str, provider: Option<&ProviderConfig>) -> Result<usize, ConfigError> {
     match provider.and_then(|p| p.max_response_bytes) {
@@ -179,5 +227,40 @@ fn response_limit(name: &str, provider: Option<&ProviderConfig>) -> Result<usize
         }),
         Some(bytes) => Ok(bytes),
         None => Ok(redraft_providers::DEFAULT_MAX_RESPONSE_BYTES),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn a_command_provider_gets_a_clean_environment_plus_what_pass_env_names() {
+        let config = Config::parse(
+            "[providers.a]\ntype = \"command\"\ncommand = \"env\"\npass_env = [\"ANTHROPIC_API_KEY\", \"CARGO_HOME\"]\n\n\
+             [providers.plain]\ntype = \"command\"\ncommand = \"env\"\n\n\
+             [providers.bad]\ntype = \"command\"\ncommand = \"env\"\npass_env = [\"A=B\"]\n",
+            Path::new("t.toml"),
+        )
+        .unwrap();
+        let passed = command_sandbox(&config, "a", &config.providers["a"]).unwrap();
+        assert_eq!(passed.env, ["ANTHROPIC_API_KEY", "CARGO_HOME"]);
+        // Only the environment is cleaned: nothing that needs bubblewrap.
+        assert_eq!(passed.needs_bwrap(), None);
+        assert_eq!(command_sandbox(&config, "plain", &config.providers["plain"]).unwrap(), Sandbox::default());
+        let err = command_sandbox(&config, "bad", &config.providers["bad"]).unwrap_err().to_string();
+        assert!(err.contains("providers.bad.pass_env") && err.contains("`A=B`"), "{err}");
+    }
+
+    #[test]
+    fn credentials_are_told_by_their_names() {
+        for name in ["ANTHROPIC_API_KEY", "GITHUB_TOKEN", "db_password", "AWS_SECRET_ACCESS_KEY", "NPM_AUTH"] {
+            assert!(names_a_credential(name), "{name}");
+        }
+        for name in ["CARGO_HOME", "PYTHONPATH", "LANG"] {
+            assert!(!names_a_credential(name), "{name}");
+        }
     }
 }

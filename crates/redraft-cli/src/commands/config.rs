@@ -18,7 +18,7 @@ pub fn run(which: ConfigCommand, config_path: Option<&Path>) -> Result<Outcome> 
         }
         ConfigCommand::Show { origins: true } => origins(&Config::load_layers(config_path)?)?,
     };
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = crate::redacted::stdout();
     stdout.write_all(text.as_bytes())?;
     stdout.flush()?;
     Ok(Outcome::Success)

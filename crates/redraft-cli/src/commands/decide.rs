@@ -37,7 +37,7 @@ pub fn run(args: DecideArgs, config_path: Option<&Path>) -> Result<Outcome> {
         Format::Json => serde_json::to_string_pretty(&out)? + "\n",
         Format::Yaml => serde_yaml_ng::to_string(&out).map_err(|e| anyhow!("cannot write YAML: {e}"))?,
     };
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = crate::redacted::stdout();
     stdout.write_all(text.as_bytes())?;
     stdout.flush()?;
     Ok(Outcome::Success)

@@ -25,7 +25,7 @@ pub fn run(args: ExtractArgs) -> Result<Outcome> {
         found.value
     };
     let text = if args.compact { serde_json::to_string(&value)? } else { serde_json::to_string_pretty(&value)? };
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = crate::redacted::stdout();
     writeln!(stdout, "{text}")?;
     stdout.flush()?;
     Ok(Outcome::Success)

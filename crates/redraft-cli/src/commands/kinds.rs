@@ -17,7 +17,7 @@ pub fn load(flag: Option<&PathBuf>, config: &Config) -> Result<Kinds> {
 
 pub fn run(which: KindsCommand, config_path: Option<&Path>) -> Result<Outcome> {
     let config = Config::load(config_path)?;
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = crate::redacted::stdout();
     match which {
         KindsCommand::List { kinds } => {
             let kinds = load(kinds.as_ref(), &config)?;

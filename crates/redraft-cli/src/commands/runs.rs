@@ -19,7 +19,7 @@ use crate::output::report;
 pub async fn run(which: RunsCommand, config_path: Option<&Path>) -> Result<Outcome> {
     let config = Config::load(config_path)?;
     let store = redraft::store::open(&config).await?;
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = crate::redacted::stdout();
     match which {
         RunsCommand::List { status, model, kind, search, limit, json } => {
             let state =

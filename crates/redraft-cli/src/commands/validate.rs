@@ -43,7 +43,7 @@ pub fn run(args: ValidateArgs, config_path: Option<&Path>) -> Result<Outcome> {
         Err(no) => vec![Issue::new("", codes::INVALID_JSON, no.to_string())],
     };
     let passed = issues.is_empty();
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = crate::redacted::stdout();
     if args.json {
         serde_json::to_writer_pretty(&mut stdout, &json!({"passed": passed, "issues": issues}))?;
         writeln!(stdout)?;

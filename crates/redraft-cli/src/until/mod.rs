@@ -265,7 +265,7 @@ impl Ended<'_> {
             }
         }
         if args.json {
-            let mut stdout = std::io::stdout().lock();
+            let mut stdout = crate::redacted::stdout();
             serde_json::to_writer_pretty(&mut stdout, result)?;
             writeln!(stdout)?;
         }

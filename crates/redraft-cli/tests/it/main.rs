@@ -16,6 +16,7 @@ mod logs;
 mod mcp;
 mod run;
 mod runs;
+mod secrets;
 mod serve;
 mod telemetry;
 mod until;

@@ -29,6 +29,8 @@ pub struct Serving {
     child: Child,
     pub base: String,
     log: std::sync::mpsc::Receiver<String>,
+    /// What it logged before the address.
+    early: Vec<String>,
 }
 
 pub fn serve(dir: &Path, extra_env: &[(&str, &str)], addr: &str) -> Serving {
@@ -54,10 +56,19 @@ pub fn serve(dir: &Path, extra_env: &[(&str, &str)], addr: &str) -> Serving {
             }
         }
     });
-    let first = log.recv_timeout(Duration::from_secs(30)).expect("serve printed nothing");
-    let base = first.strip_prefix("redraft: listening on ").unwrap_or_else(|| panic!("unexpected first line: {first}"));
+    // Log lines (with `RUST_LOG` set) may come before the address.
+    let mut early = Vec::new();
+    let base = loop {
+        let line =
+            log.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| panic!("serve printed no address: {early:?}"));
+        match line.strip_prefix("redraft: listening on ") {
+            Some(base) => break base.to_owned(),
+            None if extra_env.iter().any(|(k, _)| *k == "RUST_LOG") => early.push(line),
+            None => panic!("unexpected first line: {line}"),
+        }
+    };
     assert!(base.starts_with("http://127.0.0.1:") || base.starts_with("http://0.0.0.0:"), "{base}");
-    Serving { base: base.to_owned(), child, log }
+    Serving { base, child, log, early }
 }
 
 impl Serving {
@@ -74,7 +85,8 @@ impl Serving {
     pub async fn exit(mut self) -> (Option<i32>, String) {
         let status = tokio::task::spawn_blocking(move || {
             let status = self.child.wait().unwrap();
-            let rest: Vec<String> = self.log.try_iter().collect();
+            let mut rest = std::mem::take(&mut self.early);
+            rest.extend(self.log.try_iter());
             (status, rest)
         })
         .await

@@ -246,3 +246,39 @@ async fn an_otlp_endpoint_that_is_not_a_url_is_refused_before_any_model_call() {
     assert!(out.stderr.contains("`telemetry.otlp_endpoint`") && out.stderr.contains("hint:"), "{}", out.stderr);
     assert_eq!(model.calls().await, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exported_spans_and_logs_carry_no_secret() {
+    const KEY: &str = "sk-otel-test-1b2c3d4e5f6a";
+    const HEADER: &str = "otel-header-secret-7788";
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "schema.json", SCHEMA);
+    let model = redraft_testkit::EchoingOpenAi::start().await;
+    let collector = collector().await;
+    for prompt in ["Which city? status 400", "Which city?"] {
+        let mut cmd = redraft(dir.path());
+        cmd.env("OPENAI_BASE_URL", model.base_url())
+            .env("OPENAI_API_KEY", KEY)
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.uri())
+            .env("OTEL_EXPORTER_OTLP_HEADERS", format!("x-collector-token={HEADER}"))
+            .env("RUST_LOG", "trace")
+            .args(["run", "--model", "openai/echo", "--schema", "schema.json", "--prompt", prompt, "--json"])
+            .args(["--max-iterations", "1"]);
+        let out = output(cmd).await;
+        assert!(out.stdout.contains("[redacted]"), "{prompt}: {}", out.stdout);
+        for (what, text) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+            for secret in [KEY, HEADER] {
+                assert!(!text.contains(secret), "{prompt}: {what} holds `{secret}`: {text:.3000}");
+            }
+        }
+    }
+    // (What the exporter does to a span that holds a secret is checked in `telemetry.rs`.)
+    let requests = collector.received_requests().await.unwrap();
+    assert!(!requests.is_empty(), "spans were sent");
+    for request in requests {
+        // The collector is sent its header: the only place it goes.
+        assert_eq!(request.headers.get("x-collector-token").and_then(|v| v.to_str().ok()), Some(HEADER));
+        let body = String::from_utf8_lossy(&request.body);
+        assert!(!body.contains(KEY) && !body.contains(HEADER), "a span holds a secret: {body}");
+    }
+}

@@ -7,6 +7,7 @@ mod decide;
 mod example_validate;
 mod guards;
 mod iterate;
+mod secrets;
 mod submit;
 mod tools;
 

@@ -3,6 +3,7 @@
 
 mod anthropic;
 mod ollama;
+mod secrets;
 mod transport;
 
 /// An address on 127.0.0.1 where nothing listens (bound, then released).

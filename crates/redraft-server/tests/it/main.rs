@@ -20,6 +20,7 @@ mod proxy_options;
 mod python;
 mod responses;
 mod runs;
+mod secrets;
 mod streaming;
 
 use std::path::Path;

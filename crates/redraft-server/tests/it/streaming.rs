@@ -18,11 +18,11 @@ use tower::ServiceExt;
 use crate::{CITY_SCHEMA, Harness, harness, harness_with, request, sse_events};
 
 /// What the streaming backend sends: bytes, or a cut connection.
-type Sent = Result<Bytes, std::io::Error>;
+pub(crate) type Sent = Result<Bytes, std::io::Error>;
 
 /// An OpenAI-compatible backend on 127.0.0.1 whose one streamed answer is written by the test
 /// as it goes (what it writes reaches the proxy when it writes it); the request bodies it got.
-async fn streaming_backend(events: mpsc::UnboundedReceiver<Sent>) -> (String, Arc<Mutex<Vec<Value>>>) {
+pub(crate) async fn streaming_backend(events: mpsc::UnboundedReceiver<Sent>) -> (String, Arc<Mutex<Vec<Value>>>) {
     let bodies = Arc::new(Mutex::new(Vec::new()));
     let events = Arc::new(Mutex::new(Some(events)));
     let seen = bodies.clone();
@@ -47,11 +47,11 @@ async fn streaming_backend(events: mpsc::UnboundedReceiver<Sent>) -> (String, Ar
 }
 
 /// A proxy whose `fake` provider is `url`.
-async fn proxy_over(url: String) -> Harness {
+pub(crate) async fn proxy_over(url: String) -> Harness {
     harness_with(vec![], vec![], move |c| c.providers.get_mut("fake").unwrap().base_url = Some(url)).await
 }
 
-fn chunk_event(content: &str) -> String {
+pub(crate) fn chunk_event(content: &str) -> String {
     let chunk = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m-2026",
                        "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": null}]});
     format!("data: {chunk}\n\n")
@@ -59,7 +59,9 @@ fn chunk_event(content: &str) -> String {
 
 /// The next piece of a response body, failing the test if none comes within 20 s (a proxy that
 /// holds the backend's events back until the end never sends it: the backend is waiting for it).
-async fn next_piece(body: &mut (impl futures_util::Stream<Item = Result<Bytes, axum::Error>> + Unpin)) -> String {
+pub(crate) async fn next_piece(
+    body: &mut (impl futures_util::Stream<Item = Result<Bytes, axum::Error>> + Unpin),
+) -> String {
     let piece = tokio::time::timeout(Duration::from_secs(20), body.next()).await;
     let piece = piece.expect("the proxy passed nothing on").expect("the stream ended").unwrap();
     String::from_utf8(piece.to_vec()).unwrap()

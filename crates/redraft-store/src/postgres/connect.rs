@@ -37,6 +37,8 @@ impl PostgresStore {
     /// `?options[search_path]=SCHEMA` to use a schema other than `public`) and apply the
     /// migrations.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        // The password is a known secret from here on: no error, log or stored text shows it.
+        redraft_core::secrets::register_url_password(url);
         let location = redact(url);
         let open_error = |message: String| StoreError::Open { location: location.clone(), message };
         let options = PgConnectOptions::from_str(url).map_err(|e| open_error(e.to_string()))?;

@@ -23,6 +23,7 @@ mod listing;
 mod postgres_only;
 mod queue;
 mod reads;
+mod secrets;
 mod sqlite_only;
 mod values;
 
@@ -140,6 +141,7 @@ contract!(
     concurrency::refused_writes_among_many_leave_the_others_stored,
     concurrency::results_written_at_once_are_each_written_or_refused,
     awaiting::a_run_awaiting_an_answer,
+    secrets::known_secrets_are_never_written,
 );
 
 // ---------------------------------------------------------------------------------------------

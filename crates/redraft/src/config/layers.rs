@@ -99,6 +99,12 @@ impl Config {
             config.default_provider = Some("openai".into());
             origins.insert("default_provider".into(), Layer::Env("OPENAI_BASE_URL".into()));
         }
+        // Passwords in URLs are secrets from the moment they are read: `config show` and every
+        // error naming the URL show `[redacted]`.
+        let urls = config.database_url.iter().chain(config.providers.values().filter_map(|p| p.base_url.as_ref()));
+        for url in urls {
+            redraft_core::secrets::register_url_password(url);
+        }
         Ok(Loaded { config, origins })
     }
 }

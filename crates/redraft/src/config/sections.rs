@@ -165,6 +165,12 @@ pub struct ProviderConfig {
     /// `command` only: a sandbox name from `[sandboxes]` (a string), or an inline spec (a
     /// table, `sandbox = { network = false }`).
     pub sandbox: Option<SandboxRequest>,
+    /// `command` only: the variables of redraft's environment the command gets, besides `PATH`,
+    /// `HOME`, `LANG` and redraft's own `REDRAFT_*` (and a named sandbox's `env`). On every
+    /// face the command starts from a clean environment: an API key reaches it only when named
+    /// here. By default, none.
+    #[serde(default)]
+    pub pass_env: Vec<String>,
     /// One HTTP request's limit. By default, the policy's `attempt_timeout`.
     #[serde(default, with = "redraft_core::duration::serde_human::option")]
     pub request_timeout: Option<Duration>,

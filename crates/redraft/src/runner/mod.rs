@@ -322,9 +322,12 @@ impl Live {
         (record, next)
     }
 
-    /// The run's result (call after the engine halted); recorded on the current span.
+    /// The run's result (call after the engine halted); recorded on the current span. Known
+    /// secrets ([`redraft_core::secrets`]) are taken out of it — a model's answer or an
+    /// evaluator's issue that repeats an API key — so whoever it goes to (a face, the store, a
+    /// library caller) never gets one.
     fn finish(self) -> RunResult {
-        let result = self.engine.finish(&self.run_id, self.start.elapsed());
+        let result = redraft_core::secrets::redact_serde(self.engine.finish(&self.run_id, self.start.elapsed()));
         let span = Span::current();
         span.record("redraft.status", if result.succeeded() { "succeeded" } else { "failed" });
         span.record("redraft.halted_because", result.halted_because.as_str());

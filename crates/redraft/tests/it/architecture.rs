@@ -292,3 +292,115 @@ fn every_model_a_run_uses_passes_the_guard() {
         }
     }
 }
+
+/// What in `text` (the file `file` of crate `krate`) writes text out past the redaction of
+/// known secrets (`redraft_core::secrets`): each exit has one way out, and this names any other.
+fn unredacted_exits(krate: &str, file: &str, text: &str) -> Vec<String> {
+    let code = code_of(text);
+    let mut found = Vec::new();
+    match krate {
+        // The binary writes to stdout and stderr only through `redacted` (the crate's `print!`
+        // family is shadowed to go there too); it may ask whether stderr is a terminal.
+        "redraft-cli" if file != "redacted.rs" => {
+            for opener in ["io::stdout()", "io::stderr()", "io::stdout)", "io::stderr)"] {
+                for (at, _) in code.match_indices(opener) {
+                    let after = &code[at + opener.len()..];
+                    if !(after.starts_with(".is_terminal()") || after.starts_with(".flush()")) {
+                        found.push(format!("`{opener}` not through `crate::redacted`"));
+                    }
+                }
+            }
+            for escape in ["std::print", "std::eprint", "std::println", "std::eprintln"] {
+                if code.contains(escape) {
+                    found.push(format!("`{escape}!` skips the crate's redacting `print!`"));
+                }
+            }
+        }
+        // The router's outermost layer is the redaction of every response.
+        "redraft-server" if file == "lib.rs" => {
+            let router = code.split("pub fn router(").nth(1).unwrap_or_default();
+            let router = router.split("\n}").next().unwrap_or_default();
+            let last_layer = router.rsplit(".layer(").next().unwrap_or_default();
+            if !last_layer.starts_with("middleware::map_response(redact::response)") {
+                found.push("the router's outermost layer is not `redact::response`".into());
+            }
+        }
+        // Every MCP session is served through the redacting writer.
+        "redraft-mcp" => {
+            for (at, _) in code.match_indices(".serve(") {
+                if !code[at..].starts_with(".serve((reader, RedactingWriter::new(writer)))") {
+                    found.push("an MCP session served without `RedactingWriter`".into());
+                }
+            }
+        }
+        // Every JSON the store writes is made by `json_column`.
+        "redraft-store" if file == "rows.rs" => {
+            let code = code.split("#[cfg(test)]").next().unwrap_or_default();
+            let outside = code
+                .split("fn json_column(")
+                .enumerate()
+                .map(|(i, part)| if i == 0 { part } else { part.split_once("\n}").map_or("", |(_, rest)| rest) })
+                .collect::<String>();
+            for serializer in
+                ["serde_json::to_string(", "serde_json::to_vec(", "serde_json::to_writer(", "value.to_string()"]
+            {
+                if outside.contains(serializer) {
+                    found.push(format!("`{serializer}` in rows.rs outside `json_column`"));
+                }
+            }
+        }
+        _ => {}
+    }
+    found
+}
+
+#[test]
+fn every_exit_redacts_known_secrets() {
+    for krate in ["redraft-cli", "redraft-server", "redraft-mcp", "redraft-store"] {
+        let mut files = Vec::new();
+        sources(&crates().join(krate).join("src"), &mut files);
+        for (path, text) in files {
+            let file = path.file_name().unwrap().to_string_lossy().into_owned();
+            let found = unredacted_exits(krate, &file, &text);
+            assert!(found.is_empty(), "{}: {found:?}", path.display());
+        }
+    }
+}
+
+#[test]
+fn the_exit_check_catches_what_it_is_for() {
+    for (krate, file, code) in [
+        ("redraft-cli", "run.rs", "let mut out = std::io::stdout().lock();"),
+        ("redraft-cli", "telemetry.rs", "fmt::layer().with_writer(std::io::stderr)"),
+        ("redraft-cli", "run.rs", "std::println!(\"{}\", result);"),
+        (
+            "redraft-server",
+            "lib.rs",
+            "pub fn router(state: AppState) -> Router {\n    api.layer(middleware::map_response(redact::response))\n        .layer(other)\n}",
+        ),
+        ("redraft-mcp", "lib.rs", "let running = server.serve(transport).await;"),
+        (
+            "redraft-store",
+            "rows.rs",
+            "fn json_column(v: &V) {\n    serde_json::to_string(v)\n}\nfn encode(a: &A) {\n    serde_json::to_string(a)\n}",
+        ),
+    ] {
+        assert!(!unredacted_exits(krate, file, code).is_empty(), "{krate}/{file}: `{code}` was not caught");
+    }
+    for (krate, file, code) in [
+        ("redraft-cli", "run.rs", "let mut out = crate::redacted::stdout(); let t = std::io::stderr().is_terminal();"),
+        (
+            "redraft-server",
+            "lib.rs",
+            "pub fn router(state: AppState) -> Router {\n    api.layer(other)\n        .layer(middleware::map_response(redact::response))\n}",
+        ),
+        ("redraft-mcp", "lib.rs", "server.serve((reader, RedactingWriter::new(writer))).await"),
+        (
+            "redraft-store",
+            "rows.rs",
+            "fn json_column(v: &V) {\n    serde_json::to_string(v)\n}\nfn encode(a: &A) {\n    json_column(a)\n}",
+        ),
+    ] {
+        assert_eq!(unredacted_exits(krate, file, code), Vec::<String>::new(), "{krate}/{file}: `{code}`");
+    }
+}

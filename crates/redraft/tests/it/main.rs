@@ -8,6 +8,7 @@ mod leases;
 mod openai;
 mod paused;
 mod schema;
+mod secrets;
 mod transport;
 mod typed;
 mod wire;
