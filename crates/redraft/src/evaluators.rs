@@ -63,10 +63,12 @@ pub fn build(directives: &[Directive], setup: &EvaluatorSetup<'_>) -> Result<Bui
     for directive in directives {
         match directive {
             Directive::Schema(path) => {
-                // Over the network the guard has placed the file under the working directory;
-                // its `$ref`s stay under the file's own directory, which is inside it.
-                let path = setup.guard.schema_file(std::path::Path::new(path), &setup.workdir)?;
-                out.push(Arc::new(SchemaEvaluator::from_file(&path, setup.formats)?));
+                // Over the network the guard has placed the file under `schema_dir`; its `$ref`s
+                // stay under the file's own directory, which is inside it. Messages name the
+                // file as it was asked for.
+                let requested = std::path::Path::new(path);
+                let found = setup.guard.schema_file(requested, &setup.workdir)?;
+                out.push(Arc::new(SchemaEvaluator::from_file_shown_as(&found, requested, setup.formats)?));
             }
             Directive::Exec(command) => {
                 let command = setup.guard.command(command)?;

@@ -149,16 +149,23 @@ impl SchemaEvaluator {
     /// Read and compile a schema file with `formats`. Its `$ref`s to other files resolve
     /// against its directory (symbolic links resolved) and may not leave it.
     pub fn from_file(path: &Path, formats: Formats) -> Result<Self, SchemaError> {
-        let read = |source| SchemaError::Read { path: path.to_owned(), source };
+        Self::from_file_shown_as(path, path, formats)
+    }
+
+    /// Like [`SchemaEvaluator::from_file`], with messages naming the file `shown` (the path as a
+    /// request gave it) rather than `path` (where it was found, which a network client need not
+    /// learn).
+    pub fn from_file_shown_as(path: &Path, shown: &Path, formats: Formats) -> Result<Self, SchemaError> {
+        let read = |source| SchemaError::Read { path: shown.to_owned(), source };
         let canonical = path.canonicalize().map_err(read)?;
         let text = std::fs::read_to_string(&canonical).map_err(read)?;
         let schema: Value =
-            serde_json::from_str(&text).map_err(|source| SchemaError::Parse { path: path.to_owned(), source })?;
+            serde_json::from_str(&text).map_err(|source| SchemaError::Parse { path: shown.to_owned(), source })?;
         let file = match (url::Url::from_file_path(&canonical), canonical.parent()) {
             (Ok(uri), Some(dir)) => Some((uri, dir.to_owned())),
             _ => None,
         };
-        Self::compile(Cow::Owned(schema), formats, Origin { text: format!("in `{}`", path.display()), file })
+        Self::compile(Cow::Owned(schema), formats, Origin { text: format!("in `{}`", shown.display()), file })
     }
 
     fn compile(schema: Cow<'_, Value>, formats: Formats, origin: Origin) -> Result<Self, SchemaError> {

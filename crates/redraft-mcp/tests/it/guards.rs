@@ -93,6 +93,10 @@ async fn files_urls_models_and_sandboxes_a_request_names_are_refused_over_mcp() 
         assert!(err.contains("not allowed over MCP") && err.contains("hint:"), "{args}: {err}");
         assert!(!err.contains("root:"), "{args}: the file's content leaked: {err}");
     }
+    // A file that is not there is named as it was asked for, not where the server looked.
+    let err = client.error("iterate", json!({"prompt": "x", "evaluator": "schema:missing.json"})).await;
+    let place = work.path().canonicalize().unwrap();
+    assert!(err.contains("`missing.json`") && !err.contains(&*place.to_string_lossy()), "{err}");
     // Without a `schema_dir`, no file is read for a request, not even one in the working
     // directory (`creds.json` could be any JSON file the server can read).
     std::fs::write(work.path().join("creds.json"), r#"{"api_key": "sk-do-not-show"}"#).unwrap();
