@@ -143,6 +143,12 @@ use crate::args::{Cli, Command};
 use crate::commands::Outcome;
 
 fn main() -> ExitCode {
+    // Before anything holds a key: the commands redraft starts run as the same user, and must not
+    // read redraft's environment or memory through /proc.
+    if let Err(e) = redraft::sandbox::keep_this_process_private() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -168,7 +168,7 @@ struct Launch {
     /// `Some`: clear the environment and start from these variables.
     clean_env: Option<Vec<(OsString, OsString)>>,
     limits: Limits,
-    /// The descriptors above stderr the program inherits.
+    /// The one descriptor above stderr the program inherits, if any.
     inherit: Inherit,
     /// With the network off, the seccomp filter `bwrap` reads (`--seccomp`); held until spawned.
     filter: Option<OwnedFd>,
@@ -220,10 +220,10 @@ impl Launch {
                 tokio::fs::canonicalize(&path).await.map_err(|source| SandboxError::ReadOnlyPath { path, source })?;
             read_only.push(resolved);
         }
-        // With the network off, no descriptor from outside (a connected socket, say) gets in; the
-        // filter's is for `bwrap`, which closes it.
+        // No descriptor from outside (a connected socket, say) gets in; the filter's is for
+        // `bwrap`, which closes it.
         let filter_fd = filter.as_ref().map(AsRawFd::as_raw_fd);
-        let inherit = if sandbox.network { Inherit::Open } else { Inherit::Only(filter_fd) };
+        let inherit = filter_fd;
         Ok(Launch {
             args: bwrap::args(sandbox, &workdir, &read_only, filter_fd, argv),
             display: bwrap.display().to_string(),
@@ -244,7 +244,9 @@ impl Launch {
         limits: Limits,
     ) -> Self {
         let program = argv.remove(0);
-        Launch { program, args: argv, display, workdir, clean_env, limits, inherit: Inherit::Open, filter: None }
+        // A command inherits nothing but stdio, whatever this process holds open without
+        // close-on-exec (a library's socket, a descriptor redraft itself inherited).
+        Launch { program, args: argv, display, workdir, clean_env, limits, inherit: None, filter: None }
     }
 
     /// The command to spawn: the supervisor, which forks the program.

@@ -24,6 +24,18 @@ pub fn adopt_orphans() -> Result<(), SandboxError> {
         .map_err(|e| SandboxError::Io { what: "becoming the reaper of orphaned processes", source: e.into() })
 }
 
+/// Keeps this process's memory to itself: no core dump, and no other process of the same user
+/// may read its environment or memory (`/proc/PID/environ`, `/proc/PID/mem`) or attach to it
+/// (`ptrace`). redraft holds API keys in its environment and memory, and the commands it starts
+/// run as the same user: without this, any of them could read the keys from redraft itself,
+/// whatever environment it was given. (A process with `CAP_SYS_PTRACE` — root — still can; run
+/// redraft as an ordinary user, or its commands under `--sandbox`, whose PID namespace hides
+/// redraft.)
+pub fn keep_this_process_private() -> Result<(), SandboxError> {
+    sys::set_not_dumpable()
+        .map_err(|e| SandboxError::Io { what: "keeping this process's memory private", source: e.into() })
+}
+
 /// Kills (`SIGKILL`) every live process below this one, again until none is left or `within`
 /// has passed; returns how many were killed. Call it when no command of this process should be
 /// running: it kills them all.

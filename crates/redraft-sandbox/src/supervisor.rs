@@ -39,14 +39,10 @@ const PARENT_CHECK: Duration = Duration::from_secs(1);
 /// How long to wait for a child to end between two rounds of `SIGKILL`.
 const KILL_ROUND: Duration = Duration::from_millis(10);
 
-/// The descriptors above stderr the command inherits across `exec`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Inherit {
-    /// Every one not marked close-on-exec (the usual rule of `exec`).
-    Open,
-    /// This one alone, or none: every other one is closed at `exec`.
-    Only(Option<RawFd>),
-}
+/// The one descriptor above stderr the command inherits across `exec` (the network filter that
+/// `bwrap` reads), or none: every other one is closed at `exec`, whatever this process holds
+/// open without close-on-exec.
+pub(crate) type Inherit = Option<RawFd>;
 
 /// Everything the supervisor needs, prepared in the parent (the supervisor may not allocate).
 #[derive(Debug)]
@@ -88,9 +84,7 @@ impl Plan {
                 // descriptors it may inherit, and the resource limits; then `exec`.
                 sys::set_parent_death_signal(SIGKILL)?;
                 sys::set_signal_mask(&mask)?;
-                if let Inherit::Only(keep) = self.inherit {
-                    sys::inherit_only(keep)?;
-                }
+                sys::inherit_only(self.inherit)?;
                 self.limits.apply()
             }
             Forked::Parent(command) => {

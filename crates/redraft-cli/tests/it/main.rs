@@ -14,6 +14,7 @@ mod help;
 mod kinds;
 mod logs;
 mod mcp;
+mod private;
 mod run;
 mod runs;
 mod secrets;

@@ -323,21 +323,28 @@ fn make_inheritable(fd: &impl std::os::fd::AsRawFd) {
 }
 
 #[tokio::test]
-async fn a_network_off_command_inherits_no_descriptor_but_stdio() {
+async fn a_command_inherits_no_descriptor_but_stdio() {
     // A connected socket this process holds without close-on-exec: an open line to a host process.
     let (ours, leaked) = std::os::unix::net::UnixStream::pair().unwrap();
     make_inheritable(&leaked);
     let fd = std::os::fd::AsRawFd::as_raw_fd(&leaked);
     let work = tempdir();
-    let cmd = |sandbox: Sandbox| Command::argv(["python3", "-c", LIST_FDS], work.path()).sandbox(sandbox);
 
-    // The listing works: without bubblewrap the command inherits the socket.
-    let output = run(&cmd(Sandbox::default())).await.unwrap();
-    assert!(output.success() && output.stdout.contains(&format!("{fd} socket:")), "{output:?}");
+    // The listing works: a program spawned the usual way inherits the socket.
+    let plain = std::process::Command::new("python3").args(["-c", LIST_FDS]).current_dir(work.path()).output().unwrap();
+    let listed = String::from_utf8_lossy(&plain.stdout);
+    assert!(plain.status.success() && listed.contains(&format!("{fd} socket:")), "{listed}");
     std::fs::remove_file(work.path().join("ran")).unwrap();
 
+    // Through redraft, with no sandbox, the default one or network off: stdio alone.
+    let without = Command::argv(["python3", "-c", LIST_FDS], work.path());
+    assert_output(&run(&without).await.unwrap(), "");
+    std::fs::remove_file(work.path().join("ran")).unwrap();
+    let cmd = |sandbox: Sandbox| Command::argv(["python3", "-c", LIST_FDS], work.path()).sandbox(sandbox);
+    assert_output(&run(&cmd(Sandbox::default())).await.unwrap(), "");
+    std::fs::remove_file(work.path().join("ran")).unwrap();
     let result = run(&cmd(offline())).await;
-    if isolating("a_network_off_command_inherits_no_descriptor_but_stdio") {
+    if isolating("a_command_inherits_no_descriptor_but_stdio") {
         assert_output(&result.unwrap(), "");
     } else {
         assert_refused(result, &work.path().join("ran"));
