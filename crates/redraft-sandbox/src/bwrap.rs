@@ -62,7 +62,7 @@ use std::time::Duration;
 use crate::Sandbox;
 
 /// The smallest sandbox with every namespace `run` may ask for; `true` must run in it.
-const PROBE_ARGS: [&str; 15] = [
+const PROBE_ARGS: [&str; 20] = [
     "--ro-bind",
     "/",
     "/",
@@ -70,9 +70,14 @@ const PROBE_ARGS: [&str; 15] = [
     "/dev",
     "--proc",
     "/proc",
+    "--ro-bind",
+    "/proc/sys",
+    "/proc/sys",
     "--cap-drop",
     "ALL",
     "--unshare-ipc",
+    "--unshare-uts",
+    "--new-session",
     "--unshare-net",
     "--unshare-pid",
     "--die-with-parent",
@@ -131,15 +136,28 @@ pub(crate) async fn probe(search_path: Option<&OsStr>) -> Probe {
 }
 
 /// The first executable `bwrap` in an absolute entry of `search_path` (relative entries are
-/// skipped: they would pick up a `bwrap` from whatever the current directory is).
+/// skipped: they would pick up a `bwrap` from whatever the current directory is), found once per
+/// `search_path` for the whole process. `bwrap` runs outside the sandbox, so a `bwrap` that a
+/// sandboxed command writes later into a directory on `PATH` (an activated virtual
+/// environment's `bin`, `~/.local/bin`) must never run: the one found before the first command
+/// ran is the one every later command gets.
 fn locate(search_path: Option<&OsStr>) -> Option<PathBuf> {
-    std::env::split_paths(search_path?).filter(|dir| dir.is_absolute()).map(|dir| dir.join("bwrap")).find(|candidate| {
-        std::fs::metadata(candidate).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
-    })
+    static FOUND: std::sync::Mutex<Vec<(OsString, Option<PathBuf>)>> = std::sync::Mutex::new(Vec::new());
+    let key = search_path.map(OsStr::to_os_string).unwrap_or_default();
+    let mut found = FOUND.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, path)) = found.iter().find(|(k, _)| *k == key) {
+        return path.clone();
+    }
+    let path =
+        std::env::split_paths(&key).filter(|dir| dir.is_absolute()).map(|dir| dir.join("bwrap")).find(|candidate| {
+            std::fs::metadata(candidate).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        });
+    found.push((key, path.clone()));
+    path
 }
 
 /// The `bwrap` arguments running `argv` in `workdir` (both paths already canonical), with the
-/// seccomp filter readable at descriptor `filter` (given exactly when the network is off).
+/// seccomp filter readable at descriptor `filter`.
 ///
 /// Bind mounts are ordered from shallow to deep so a deeper one is never hidden by a shallower
 /// one: a read-only path inside the working directory stays read-only, and a working directory
@@ -155,7 +173,12 @@ pub(crate) fn args(
     let mut push = |words: &[&OsStr]| args.extend(words.iter().map(|w| w.to_os_string()));
     let root = if sandbox.read_only_root { "--ro-bind" } else { "--bind" };
     push(&[root.as_ref(), "/".as_ref(), "/".as_ref(), "--dev".as_ref(), "/dev".as_ref()]);
-    push(&["--proc".as_ref(), "/proc".as_ref()]);
+    // The kernel's global knobs stay read-only even to a command running as root: `/proc/sys`
+    // (`kernel.core_pattern` would run a program of the command's on the host, as root),
+    // `/proc/sysrq-trigger` and `/sys`.
+    push(&["--proc".as_ref(), "/proc".as_ref(), "--ro-bind".as_ref(), "/proc/sys".as_ref(), "/proc/sys".as_ref()]);
+    push(&["--ro-bind-try".as_ref(), "/proc/sysrq-trigger".as_ref(), "/proc/sysrq-trigger".as_ref()]);
+    push(&["--ro-bind".as_ref(), "/sys".as_ref(), "/sys".as_ref()]);
     let mut binds: Vec<(&Path, bool)> = read_only.iter().map(|p| (p.as_path(), false)).collect();
     if sandbox.read_only_root {
         push(&["--tmpfs".as_ref(), "/tmp".as_ref()]);
@@ -168,8 +191,11 @@ pub(crate) fn args(
     }
     // Run as root, bwrap would leave the command every capability (CAP_SYS_ADMIN among them:
     // enough to remount the read-only root writable, or unmount /proc and join the host's
-    // network namespace through the host's). The IPC namespace is the sandbox's own too.
-    push(&["--cap-drop".as_ref(), "ALL".as_ref(), "--unshare-ipc".as_ref()]);
+    // network namespace through the host's). The IPC and UTS namespaces (the host name) are the
+    // sandbox's own, and the command runs in a session of its own, with no controlling terminal
+    // to type into.
+    push(&["--cap-drop".as_ref(), "ALL".as_ref(), "--unshare-ipc".as_ref(), "--unshare-uts".as_ref()]);
+    push(&["--new-session".as_ref()]);
     if !sandbox.network {
         push(&["--unshare-net".as_ref()]);
     }
@@ -197,7 +223,7 @@ mod tests {
         let args = args(&sandbox, Path::new("/w"), &[PathBuf::from("/art")], Some(7), argv);
         assert_eq!(
             words(&args),
-            "--bind / / --dev /dev --proc /proc --ro-bind /art /art --cap-drop ALL --unshare-ipc --unshare-net --seccomp 7 --unshare-pid --die-with-parent --chdir /w -- sh -c x"
+            "--bind / / --dev /dev --proc /proc --ro-bind /proc/sys /proc/sys --ro-bind-try /proc/sysrq-trigger /proc/sysrq-trigger --ro-bind /sys /sys --ro-bind /art /art --cap-drop ALL --unshare-ipc --unshare-uts --new-session --unshare-net --seccomp 7 --unshare-pid --die-with-parent --chdir /w -- sh -c x"
         );
     }
 
@@ -208,7 +234,7 @@ mod tests {
         let args = args(&sandbox, Path::new("/a/w"), &read_only, None, vec!["true".into()]);
         assert_eq!(
             words(&args),
-            "--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --ro-bind /a /a --bind /a/w /a/w --ro-bind /a/w/ro /a/w/ro --cap-drop ALL --unshare-ipc --unshare-pid --die-with-parent --chdir /a/w -- true"
+            "--ro-bind / / --dev /dev --proc /proc --ro-bind /proc/sys /proc/sys --ro-bind-try /proc/sysrq-trigger /proc/sysrq-trigger --ro-bind /sys /sys --tmpfs /tmp --ro-bind /a /a --bind /a/w /a/w --ro-bind /a/w/ro /a/w/ro --cap-drop ALL --unshare-ipc --unshare-uts --new-session --unshare-pid --die-with-parent --chdir /a/w -- true"
         );
     }
 }

@@ -143,19 +143,26 @@ fn above_stderr(fd: OwnedFd) -> io::Result<OwnedFd> {
     if fd.as_raw_fd() <= 2 { fd.try_clone() } else { Ok(fd) }
 }
 
-/// The seccomp filter for a command with the network off (see `seccomp.rs`), in a file in
-/// memory for `bwrap --seccomp`: close-on-exec, above stderr. The command's process clears
-/// close-on-exec on it alone; `bwrap` reads and closes it.
-fn network_filter() -> Result<OwnedFd, SandboxError> {
+/// The seccomp filter of a bubblewrap sandbox (see `seccomp.rs`), in a file in memory for
+/// `bwrap --seccomp`: close-on-exec, above stderr. The command's process clears close-on-exec on
+/// it alone; `bwrap` reads and closes it. Where the filter has no numbers for this machine, a
+/// sandbox with the network off is refused, and one with it on runs without the filter.
+fn sandbox_filter(network: seccomp::Network) -> Result<Option<OwnedFd>, SandboxError> {
     let Some(arch) = seccomp::NATIVE else {
-        return Err(SandboxError::NetworkFilterUnsupported { arch: std::env::consts::ARCH });
+        return match network {
+            seccomp::Network::Off => Err(SandboxError::NetworkFilterUnsupported { arch: std::env::consts::ARCH }),
+            seccomp::Network::On => Ok(None),
+        };
     };
-    let fail = |source| SandboxError::Io { what: "preparing the network filter", source };
-    let program = seccomp::network_off(&arch)
+    let fail = |source| SandboxError::Io { what: "preparing the sandbox's system call filter", source };
+    let program = seccomp::filter(&arch, network)
         .map_err(|reason| fail(io::Error::other(format!("{reason} (a bug in redraft-sandbox)"))))?;
-    let file = sys::memory_file(c"redraft-network-filter", &program).map_err(fail)?;
-    above_stderr(file).map_err(fail)
+    let file = sys::memory_file(c"redraft-sandbox-filter", &program).map_err(fail)?;
+    above_stderr(file).map(Some).map_err(fail)
 }
+
+/// The shell a [`Program::Shell`] runs in.
+const SHELL: &str = "/bin/sh";
 
 /// Everything checked and resolved before spawning.
 #[derive(Debug)]
@@ -177,7 +184,9 @@ struct Launch {
 impl Launch {
     async fn prepare(cmd: &Command) -> Result<Self, SandboxError> {
         let argv: Vec<OsString> = match &cmd.program {
-            Program::Shell(script) => vec!["sh".into(), "-c".into(), script.into()],
+            // The system's shell, by its path: never a `sh` that comes first on a `PATH` the
+            // command's own directory may be part of (an activated virtual environment's `bin`).
+            Program::Shell(script) => vec![SHELL.into(), "-c".into(), script.into()],
             Program::Argv(args) if args.is_empty() => return Err(SandboxError::EmptyCommand),
             Program::Argv(args) => args.iter().map(OsString::from).collect(),
         };
@@ -199,7 +208,7 @@ impl Launch {
             return Ok(Launch::direct(argv, display, workdir, Some(clean_env), limits));
         };
         // Built first: without it, network off is refused before anything else is tried.
-        let filter = if sandbox.network { None } else { Some(network_filter()?) };
+        let filter = sandbox_filter(if sandbox.network { seccomp::Network::On } else { seccomp::Network::Off })?;
         // `bwrap` is looked up on the PATH the command gets, like any program.
         let search_path = match cmd.env.iter().rev().find(|(name, _)| name == "PATH") {
             Some((_, value)) => Some(OsString::from(value)),

@@ -1,5 +1,17 @@
-//! The seccomp filter bubblewrap installs in a command with the network off: no new socket that
-//! could reach a host process through the file system.
+//! The seccomp filter bubblewrap installs in every sandboxed command: no way into the host's
+//! kernel keyrings or its terminal, and, with the network off, no new socket that could reach a
+//! host process through the file system.
+//!
+//! In every bubblewrap sandbox:
+//!
+//! - `add_key`, `request_key`, `keyctl`: refused with `EPERM`. Keyrings are not namespaced: a
+//!   command could read the keys of the user's session keyring and leave keys for the host.
+//! - `ioctl(fd, TIOCSTI | TIOCLINUX, …)`: refused with `EPERM`. `TIOCSTI` types into a terminal:
+//!   with redraft's terminal reachable, a command could queue commands for the user's shell to
+//!   run after redraft exits (the command also runs in a session of its own, without a
+//!   controlling terminal: `bwrap --new-session`).
+//!
+//! With the network off:
 //!
 //! A new network namespace cuts TCP, UDP and abstract Unix sockets, but a Unix socket bound to a
 //! path (`/run/dbus/system_bus_socket`, `docker.sock`, an `ssh-agent`, a socket in the working
@@ -56,6 +68,10 @@ pub(crate) struct Arch {
     socket: u32,
     socketpair: u32,
     io_uring_setup: u32,
+    ioctl: u32,
+    add_key: u32,
+    request_key: u32,
+    keyctl: u32,
     /// System call numbers from this one on belong to another ABI reported under the same
     /// `audit` value (x32, on x86_64).
     foreign_from: Option<u32>,
@@ -67,12 +83,25 @@ pub(crate) const X86_64: Arch = Arch {
     socket: 41,
     socketpair: 53,
     io_uring_setup: 425,
+    ioctl: 16,
+    add_key: 248,
+    request_key: 249,
+    keyctl: 250,
     foreign_from: Some(X32_SYSCALL_BIT),
 };
 
 /// aarch64, little-endian (AArch32 compat calls are foreign).
-pub(crate) const AARCH64: Arch =
-    Arch { audit: AUDIT_ARCH_AARCH64, socket: 198, socketpair: 199, io_uring_setup: 425, foreign_from: None };
+pub(crate) const AARCH64: Arch = Arch {
+    audit: AUDIT_ARCH_AARCH64,
+    socket: 198,
+    socketpair: 199,
+    io_uring_setup: 425,
+    ioctl: 29,
+    add_key: 217,
+    request_key: 218,
+    keyctl: 219,
+    foreign_from: None,
+};
 
 /// The architecture this crate is built for, if the filter knows its numbers: x86_64 and
 /// little-endian aarch64. The commands it runs are taken to be native programs of that machine.
@@ -100,6 +129,8 @@ const fn arg_low(n: u32) -> u32 {
 /// Where a step jumps to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Label {
+    Ioctl,
+    Sockets,
     Socket,
     Socketpair,
     Allow,
@@ -128,8 +159,8 @@ enum Step {
     Return(u32),
 }
 
-/// The program for `arch`, as steps.
-fn steps(arch: &Arch) -> Vec<Step> {
+/// The program for `arch`, as steps; with the socket rules when `network` is off.
+fn steps(arch: &Arch, network: Network) -> Vec<Step> {
     use Label::*;
     use Step::*;
     use To::{At, Next};
@@ -137,7 +168,27 @@ fn steps(arch: &Arch) -> Vec<Step> {
     if let Some(first) = arch.foreign_from {
         steps.push(IfGe(first, At(Kill), Next));
     }
+    let after_ioctl = match network {
+        self::Network::Off => At(Sockets),
+        self::Network::On => At(Allow),
+    };
     steps.extend([
+        IfEq(arch.add_key, At(Refuse), Next),
+        IfEq(arch.request_key, At(Refuse), Next),
+        IfEq(arch.keyctl, At(Refuse), Next),
+        IfEq(arch.ioctl, At(Ioctl), after_ioctl),
+        Mark(Ioctl),
+        Load(arg_low(1)),
+        IfEq(TIOCSTI, At(Refuse), Next),
+        IfEq(TIOCLINUX, At(Refuse), At(Allow)),
+    ]);
+    if network == self::Network::On {
+        steps.extend([Mark(Allow), Return(ALLOW), Mark(Refuse), Return(REFUSE), Mark(Kill), Return(KILL)]);
+        return steps;
+    }
+    steps.extend([
+        Mark(Sockets),
+        Load(NR),
         IfEq(arch.socket, At(Socket), Next),
         IfEq(arch.socketpair, At(Socketpair), Next),
         IfEq(arch.io_uring_setup, At(Refuse), At(Allow)),
@@ -221,10 +272,21 @@ fn assemble(steps: &[Step]) -> Result<Vec<Insn>, String> {
     Ok(program)
 }
 
+/// Whether the filter also holds the rules of a sandbox with the network off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Network {
+    On,
+    Off,
+}
+
+/// `TIOCSTI` and `TIOCLINUX` (`asm-generic/ioctls.h`, the same on x86_64 and aarch64).
+const TIOCSTI: u32 = 0x5412;
+const TIOCLINUX: u32 = 0x541C;
+
 /// The filter for `arch` as `bwrap --seccomp` reads it: `struct sock_filter` records in native
 /// byte order, 8 bytes each.
-pub(crate) fn network_off(arch: &Arch) -> Result<Vec<u8>, String> {
-    let program = assemble(&steps(arch))?;
+pub(crate) fn filter(arch: &Arch, network: Network) -> Result<Vec<u8>, String> {
+    let program = assemble(&steps(arch, network))?;
     let mut bytes = Vec::with_capacity(program.len() * 8);
     for insn in program {
         bytes.extend(insn.code.to_ne_bytes());
@@ -312,7 +374,7 @@ mod tests {
     }
 
     fn program(arch: &Arch) -> Vec<Insn> {
-        decode(&network_off(arch).unwrap())
+        decode(&filter(arch, Network::Off).unwrap())
     }
 
     /// `socket` with `domain` and `type`, with junk in the high 32 bits the kernel ignores.
@@ -368,6 +430,30 @@ mod tests {
     }
 
     #[test]
+    fn keyrings_and_typing_into_a_terminal_are_refused_with_the_network_on_or_off() {
+        for arch in [X86_64, AARCH64] {
+            for network in [Network::On, Network::Off] {
+                let program = decode(&filter(&arch, network).unwrap());
+                for nr in [arch.add_key, arch.request_key, arch.keyctl] {
+                    assert_eq!(verdict(&program, arch.audit, nr, [1; 6]), REFUSE, "{arch:?} {network:?} call {nr}");
+                }
+                let ioctl = |request: u64| verdict(&program, arch.audit, arch.ioctl, [0, request, 0, 0, 0, 0]);
+                let junk = 0xdead_beef_0000_0000;
+                assert_eq!(ioctl(u64::from(TIOCSTI)), REFUSE, "{arch:?} {network:?}");
+                assert_eq!(ioctl(u64::from(TIOCSTI) | junk), REFUSE, "{arch:?} {network:?}");
+                assert_eq!(ioctl(u64::from(TIOCLINUX)), REFUSE, "{arch:?} {network:?}");
+                // TCGETS, FIONREAD: a terminal and a pipe still work.
+                assert_eq!(ioctl(0x5401), ALLOW, "{arch:?} {network:?}");
+                assert_eq!(ioctl(0x541B), ALLOW, "{arch:?} {network:?}");
+            }
+            // With the network on, sockets are the namespace's business, not the filter's.
+            let program = decode(&filter(&arch, Network::On).unwrap());
+            assert_eq!(socket(&arch, &program, libc::AF_UNIX as u64, libc::SOCK_STREAM as u64), ALLOW);
+            assert_eq!(verdict(&program, arch.audit, arch.io_uring_setup, [1, 0, 0, 0, 0, 0]), ALLOW);
+        }
+    }
+
+    #[test]
     fn calls_of_another_abi_kill_the_process() {
         for arch in [X86_64, AARCH64] {
             let program = program(&arch);
@@ -399,6 +485,11 @@ mod tests {
             (native.socket, native.socketpair, native.io_uring_setup),
             (libc::SYS_socket as u32, libc::SYS_socketpair as u32, libc::SYS_io_uring_setup as u32)
         );
+        assert_eq!(
+            (native.ioctl, native.add_key, native.request_key, native.keyctl),
+            (libc::SYS_ioctl as u32, libc::SYS_add_key as u32, libc::SYS_request_key as u32, libc::SYS_keyctl as u32)
+        );
+        assert_eq!((TIOCSTI, TIOCLINUX), (libc::TIOCSTI as u32, libc::TIOCLINUX as u32));
     }
 
     #[test]

@@ -39,22 +39,57 @@ pub fn keep_this_process_private() -> Result<(), SandboxError> {
 /// Kills (`SIGKILL`) every live process below this one, again until none is left or `within`
 /// has passed; returns how many were killed. Call it when no command of this process should be
 /// running: it kills them all.
+///
+/// Once no supervisor is left, everything below this process is an orphan [`adopt_orphans`]
+/// made its direct child, and a child's children become its own as the child dies. So the kill
+/// runs in a tight loop over this process's direct children (`/proc/self/task/*/children`, a
+/// few microseconds a round), which a process that keeps forking and exiting to change its pid
+/// cannot outrun: a killed process forks no more, and what it forked is a direct child by the
+/// next round. It ends when every child is dead (a zombie: a dead process has no children).
+/// Where the kernel does not list children, every process is scanned instead (slower).
 pub async fn end_strays(within: Duration) -> usize {
-    let deadline = tokio::time::Instant::now() + within;
-    let mut killed = 0;
+    tokio::task::spawn_blocking(move || kill_below(std::time::Instant::now() + within)).await.unwrap_or(0)
+}
+
+fn kill_below(deadline: std::time::Instant) -> usize {
+    let mut killed = std::collections::HashSet::new();
     loop {
-        let live = tokio::task::spawn_blocking(live_descendants).await.unwrap_or_default();
-        if live.is_empty() || tokio::time::Instant::now() >= deadline {
-            return killed;
+        let live = match direct_children() {
+            Some(children) => children.into_iter().filter(|pid| is_alive(*pid)).collect(),
+            None => live_descendants(),
+        };
+        if live.is_empty() {
+            return killed.len();
         }
         for pid in live {
             if sys::send_signal(pid, libc::SIGKILL).is_ok() {
-                killed += 1;
+                killed.insert(pid);
             }
         }
-        // A killed process is dead once the kernel has torn it down: look again shortly.
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        if std::time::Instant::now() >= deadline {
+            return killed.len();
+        }
+        std::thread::yield_now();
     }
+}
+
+/// This process's direct children, from every thread's `children` file; `None` when the kernel
+/// does not provide them.
+fn direct_children() -> Option<Vec<Pid>> {
+    let mut children = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let text = std::fs::read_to_string(task.path().join("children")).ok()?;
+        children.extend(text.split_ascii_whitespace().filter_map(|pid| pid.parse::<Pid>().ok()));
+    }
+    Some(children)
+}
+
+/// Whether `pid` is a process that has not died (neither a zombie nor gone).
+fn is_alive(pid: Pid) -> bool {
+    std::fs::read(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| tree::parse_state_and_ppid(&stat))
+        .is_some_and(|(state, _)| !matches!(state, b'Z' | b'X' | b'x'))
 }
 
 /// The processes below this one that are not yet dead (zombies excluded).

@@ -390,3 +390,67 @@ async fn a_bubblewrap_sandbox_leaves_the_command_no_capability() {
     let output = run(&cmd(Sandbox { network: false, ..read_only_root })).await.unwrap();
     assert_output(&output, "CapEff:\t0000000000000000\nproc-kept\n");
 }
+
+/// Touches `ran`, then tries what a sandboxed command must not do to the host and prints one
+/// line each: the kernel's global settings (`core_pattern` would run a program of its choosing
+/// on the host, as root), `/sys`, the host name, the user's keyrings (`keyctl` is the system call
+/// number given as the first argument), and typing into a terminal (`TIOCSTI`).
+const KERNEL_PROBE: &str = r#"
+import ctypes, errno, fcntl, os, socket, sys, termios
+open("ran", "w").close()
+def attempt(label, f):
+    try:
+        f()
+        print(label, "done")
+    except OSError as e:
+        print(label, "refused", errno.errorcode.get(e.errno, e.errno))
+def rewrite(path):
+    # The same value again: were it let through, nothing would change on the host.
+    text = open(path).read()
+    with open(path, "w") as f:
+        f.write(text)
+attempt("core_pattern", lambda: rewrite("/proc/sys/kernel/core_pattern"))
+attempt("sys", lambda: rewrite("/sys/kernel/rcu_expedited"))
+attempt("hostname", lambda: socket.sethostname(socket.gethostname()))
+libc = ctypes.CDLL(None, use_errno=True)
+def keyring():
+    # KEYCTL_GET_KEYRING_ID of the session keyring, made if need be.
+    if libc.syscall(int(sys.argv[1]), 0, -3, 1) == -1:
+        raise OSError(ctypes.get_errno(), "keyctl")
+attempt("keyring", keyring)
+attempt("tiocsti", lambda: fcntl.ioctl(0, termios.TIOCSTI, b"x"))
+"#;
+
+#[tokio::test]
+async fn a_bubblewrap_sandbox_cannot_touch_the_hosts_kernel_settings_keyrings_or_terminal() {
+    let work = tempdir();
+    let keyctl = libc::SYS_keyctl.to_string();
+    let cmd = |sandbox: Sandbox| {
+        Command::argv(["python3", "-c", KERNEL_PROBE, keyctl.as_str()], work.path()).sandbox(sandbox).stdin("")
+    };
+    let read_only_root = Sandbox { read_only_root: true, ..Sandbox::default() };
+    let test = "a_bubblewrap_sandbox_cannot_touch_the_hosts_kernel_settings_keyrings_or_terminal";
+    let result = run(&cmd(read_only_root.clone())).await;
+    if !isolating(test) {
+        assert_refused(result, &work.path().join("ran"));
+        return;
+    }
+    // Without bubblewrap the keyring is reached (the probe works; the settings are left alone
+    // here, as the test may run as root).
+    let plain =
+        run(&Command::argv(["python3", "-c", KERNEL_PROBE, keyctl.as_str()], work.path()).stdin("")).await.unwrap();
+    assert!(plain.stdout.contains("keyring done"), "{plain:?}");
+    for sandbox in [read_only_root.clone(), Sandbox { network: false, ..read_only_root.clone() }, offline()] {
+        let output = run(&cmd(sandbox.clone())).await.unwrap();
+        // Read-only file systems, also to root (another user is refused by the files' modes).
+        let settings = if running_as_root() { "refused EROFS" } else { "refused" };
+        let lines = [format!("core_pattern {settings}"), format!("sys {settings}")];
+        let lines = lines.iter().map(String::as_str).chain(["keyring refused EPERM", "tiocsti refused EPERM"]);
+        for line in lines {
+            assert!(output.stdout.contains(line), "{sandbox:?}: no `{line}` in {output:?}");
+        }
+        // A host name of its own: setting it fails without the capability, but never reaches the
+        // host's either way.
+        assert!(!output.stdout.contains("core_pattern done"), "{output:?}");
+    }
+}

@@ -6,6 +6,7 @@
 
 mod background;
 mod cheats;
+mod hopper;
 mod hostile;
 mod iterations;
 mod protect;
