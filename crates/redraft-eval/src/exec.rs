@@ -110,17 +110,28 @@ impl ExecEvaluator {
             return Ok(Verdict { wall_ms, ..Verdict::from_issues(issues) });
         }
         if let Some(graded) = graded(&out.stdout).transpose().map_err(|e| self.failed(e))? {
-            return Ok(Verdict { wall_ms, ..graded });
+            if out.success() {
+                return Ok(Verdict { wall_ms, ..graded });
+            }
+            // A graded verdict refines a verifier that exits 0; one that does not never passes,
+            // whatever it printed (the code under test can print a verdict too).
+            let mut issues = graded.issues;
+            issues.push(Issue::new(
+                "",
+                EXIT_STATUS,
+                format!(
+                    "the verifier `{}` {}: it passes only when it exits with status 0",
+                    self.command,
+                    how_it_ended(out)
+                ),
+            ));
+            return Ok(Verdict { wall_ms, score: Score::ZERO, passed: false, ..Verdict::from_issues(issues) });
         }
         if out.success() {
             return Ok(Verdict { wall_ms, ..Verdict::pass() });
         }
         let mut issues = diagnostics::issues_from_output(&out.combined(), TAIL_LINES);
-        let status = match (out.status, out.signal) {
-            (Some(code), _) => format!("exited with status {code}"),
-            (None, Some(sig)) => format!("was killed by signal {sig}"),
-            (None, None) => "failed".to_owned(),
-        };
+        let status = how_it_ended(out);
         if issues.is_empty() {
             issues.push(Issue::new(
                 "",
@@ -133,6 +144,15 @@ impl ExecEvaluator {
             first.message = format!("the verifier `{}` {status}:\n{}", self.command, first.message);
         }
         Ok(Verdict { wall_ms, ..Verdict::from_issues(issues) })
+    }
+}
+
+/// How a command that did not exit with 0 ended: `exited with status 1`, `was killed by signal 9`.
+fn how_it_ended(out: &Output) -> String {
+    match (out.status, out.signal) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(sig)) => format!("was killed by signal {sig}"),
+        (None, None) => "failed".to_owned(),
     }
 }
 
@@ -211,6 +231,27 @@ mod tests {
 
     fn escapee(dir: &Path) -> u32 {
         std::fs::read_to_string(dir.join("escapee")).unwrap().trim().parse().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_graded_verdict_passes_only_when_the_verifier_exits_0() {
+        let dir = tempfile::tempdir().unwrap();
+        let accepted = |v: &Verdict| v.score.get() >= 1.0 && !v.issues.iter().any(Issue::is_error);
+        // The code under test prints a verdict, then the tests fail, or the verifier is killed.
+        for script in
+            [r#"echo '{"score": 1.0, "issues": []}'; exit 1"#, r#"echo '{"score": 1, "passed": true}'; kill -9 $$"#]
+        {
+            let ev = ExecEvaluator::new(script, dir.path());
+            let verdict = ev.verdict(&ev.run(&json!({"n": 1})).await.unwrap()).unwrap();
+            assert!(!accepted(&verdict) && !verdict.passed, "{script}: {verdict:?}");
+            assert!(verdict.issues.iter().any(|i| i.code == EXIT_STATUS && i.message.contains("exits with status 0")));
+        }
+        // A verifier that exits 0 grades as it says.
+        let ev = ExecEvaluator::new(r#"echo '{"score": 0.5, "issues": ["half"]}'"#, dir.path());
+        let verdict = ev.verdict(&ev.run(&json!({"n": 1})).await.unwrap()).unwrap();
+        assert_eq!(verdict.score.get(), 0.5);
+        let ev = ExecEvaluator::new(r#"echo '{"score": 1}'"#, dir.path());
+        assert!(accepted(&ev.verdict(&ev.run(&json!({"n": 1})).await.unwrap()).unwrap()));
     }
 
     #[tokio::test]
