@@ -75,13 +75,15 @@ impl Origin {
     }
 
     /// Read from the store: a known word, or, for a run recorded before origins were, what its
-    /// `local` flag says (a local run was the CLI's or an MCP session's; taken as the CLI's).
+    /// `local` flag says — a local run was the CLI's or an MCP session's, and which one is not
+    /// known, so it is taken as the less trusted, an MCP session's (continued by the CLI under
+    /// the network's guard).
     pub fn stored(word: Option<&str>, local: bool) -> Self {
         match word {
             Some("cli") => Origin::Cli,
             Some("mcp") => Origin::Mcp,
             Some(_) => Origin::Http,
-            None if local => Origin::Cli,
+            None if local => Origin::Mcp,
             None => Origin::Http,
         }
     }
@@ -363,5 +365,21 @@ impl StoreError {
     /// connections or of file descriptors, or the queue was full — not a damaged or missing run.
     pub fn is_transient(&self) -> bool {
         matches!(self, StoreError::Open { .. } | StoreError::Query { .. } | StoreError::QueueFull { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_stored_before_origins_is_never_taken_for_the_clis() {
+        assert_eq!(Origin::stored(Some("cli"), true), Origin::Cli);
+        assert_eq!(Origin::stored(Some("http"), true), Origin::Http);
+        assert_eq!(Origin::stored(Some("mcp"), false), Origin::Mcp);
+        // An older local run was the CLI's or an MCP session's: the less trusted is assumed.
+        assert_eq!(Origin::stored(None, true), Origin::Mcp);
+        assert_eq!(Origin::stored(None, false), Origin::Http);
+        assert_eq!(Origin::stored(Some("anything else"), true), Origin::Http);
     }
 }

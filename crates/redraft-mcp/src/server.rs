@@ -265,7 +265,14 @@ impl RedraftMcp {
                     "`abort: true` ends the run: give no `answer` or `max_iterations`".to_owned(),
                 );
             }
-            store.abort_run(&args.run_id).await.map_err(RunError::from)
+            match store.run(&args.run_id).await {
+                Ok(Some(stored)) => match setup.guard.may_touch(&args.run_id, stored.origin) {
+                    Ok(()) => store.abort_run(&args.run_id).await.map_err(RunError::from),
+                    Err(e) => Err(RunError::from(e)),
+                },
+                Ok(None) => store.abort_run(&args.run_id).await.map_err(RunError::from),
+                Err(e) => Err(RunError::from(e)),
+            }
         } else {
             let Some(answer) = args.answer.as_deref() else {
                 return reply::bad_request("give the `answer` to the run's question, or `abort: true`".to_owned());

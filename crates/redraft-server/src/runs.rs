@@ -292,6 +292,7 @@ pub async fn run_events(State(state): State<AppState>, Path(id): Path<String>) -
     responses(
         (status = 200, description = "The run halted: its result (`halted_because: cancelled`)", body = Object),
         (status = 202, description = "Cancelling: the run has not halted yet", body = Object),
+        (status = 403, description = "The run was started by the CLI (`run_not_allowed`)", body = ErrorBody),
         (status = 404, description = "No such run", body = ErrorBody),
         (status = 409, description = "The run already halted", body = ErrorBody),
     )
@@ -308,6 +309,8 @@ pub async fn cancel_run(State(state): State<AppState>, Path(id): Path<String>) -
             None => (StatusCode::ACCEPTED, Json(json!({"run_id": id, "state": "cancelling"}))).into_response(),
         });
     }
+    // Not this server's: a run the user's CLI started is not the network's to end.
+    may_touch(&state, &id).await?;
     // Queued: claimed here and halted at once, without a model call.
     if let Some(result) = state.executor().cancel_queued(&id).await? {
         return Ok((StatusCode::OK, Json(result)).into_response());
@@ -356,6 +359,7 @@ pub struct AnswerBody {
     responses(
         (status = 202, description = "The answer is stored and the run queued: `{run_id, state}`; follow it with `GET /v1/runs/{id}` or its events", body = Object),
         (status = 400, description = "An empty answer, or `max_iterations` out of range; nothing was stored", body = ErrorBody),
+        (status = 403, description = "The run was started by the CLI (`run_not_allowed`)", body = ErrorBody),
         (status = 404, description = "No such run", body = ErrorBody),
         (status = 409, description = "The run is not awaiting an answer (`not_awaiting_input`)", body = ErrorBody),
     )
@@ -385,12 +389,21 @@ pub async fn answer_run(
     params(("id" = String, Path, description = "The run id")),
     responses(
         (status = 200, description = "The run failed: its result, escalation kept", body = Object),
+        (status = 403, description = "The run was started by the CLI (`run_not_allowed`)", body = ErrorBody),
         (status = 404, description = "No such run", body = ErrorBody),
         (status = 409, description = "The run is not awaiting an answer (`not_awaiting_input`)", body = ErrorBody),
     )
 )]
 pub async fn abort_run(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    may_touch(&state, &id).await?;
     Ok((StatusCode::OK, Json(state.store().abort_run(&id).await?)).into_response())
+}
+
+/// Refuses a request to end or continue a run the user's own CLI started (403).
+async fn may_touch(state: &AppState, id: &str) -> Result<(), ApiError> {
+    let stored = state.store().run(id).await?.ok_or_else(|| unknown_run(id))?;
+    state.guard().may_touch(id, stored.origin)?;
+    Ok(())
 }
 
 fn finished(id: &str, how: &str) -> ApiError {

@@ -22,7 +22,7 @@ async fn the_document_lists_every_endpoint() {
     }
     endpoints.sort();
     insta::assert_snapshot!(endpoints.join("\n"), @"
-    DELETE /v1/runs/{id} 200,202,404,409
+    DELETE /v1/runs/{id} 200,202,403,404,409
     GET    / 200
     GET    /healthz 200
     GET    /metrics 200
@@ -41,8 +41,8 @@ async fn the_document_lists_every_endpoint() {
     POST   /v1/iterate 200,202,400,403,404,422,503
     POST   /v1/responses 200,400,422,502,503
     POST   /v1/runs 202,400,403,503
-    POST   /v1/runs/{id}/abort 200,404,409
-    POST   /v1/runs/{id}/answer 202,400,404,409
+    POST   /v1/runs/{id}/abort 200,403,404,409
+    POST   /v1/runs/{id}/answer 202,400,403,404,409
     POST   /v1/validate 200,400,404,422
     ");
     // The run spec is the one the code derives.

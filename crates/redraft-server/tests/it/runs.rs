@@ -331,3 +331,26 @@ async fn delete_cancels_a_run_executing_in_another_process() {
     assert!(started.elapsed() < Duration::from_secs(5), "it did not wait for the model");
     assert_eq!(api.model.calls().await, 1);
 }
+
+/// A run the user's own CLI started, in the same store, is not the network's to end: `DELETE`
+/// and abort are refused (403), and the run is left as it was.
+#[tokio::test]
+async fn a_run_the_cli_started_cannot_be_cancelled_or_aborted_over_http() {
+    let h = harness(vec![]).await;
+    let store = h.state.store();
+    let spec = city_spec();
+    let gone = redraft::core::Lease { worker_id: "a-cli", ttl: Duration::from_secs(600) };
+    for id in ["cli-running", "cli-queued"] {
+        let holder = (id == "cli-running").then_some(gone);
+        let new = NewRun { run_id: id, spec: &spec, holder, max_queued: None, origin: redraft::core::Origin::Cli };
+        store.insert_run(&new).await.unwrap();
+        let a = h.call("DELETE", &format!("/v1/runs/{id}"), None).await;
+        assert_eq!((a.status, a.json["error"]["code"].as_str()), (403, Some("run_not_allowed")), "{}", a.text);
+        assert!(a.text.contains("started by the CLI"), "{}", a.text);
+        let a = h.call("POST", &format!("/v1/runs/{id}/abort"), Some(json!({}))).await;
+        assert_eq!(a.status, 403, "{}", a.text);
+        let stored = store.run(id).await.unwrap().unwrap();
+        assert!(matches!(stored.state, RunState::Running | RunState::Queued), "{:?}", stored.state);
+        assert!(stored.result.is_none());
+    }
+}

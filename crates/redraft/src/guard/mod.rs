@@ -313,6 +313,19 @@ impl Guard {
         config.model(name)
     }
 
+    /// Whether this face may continue, answer, cancel or abort run `run_id`, whose request came
+    /// from `origin`: a network face may not touch a run the user's own CLI started.
+    pub fn may_touch(&self, run_id: &str, origin: redraft_core::Origin) -> Result<(), ConfigError> {
+        if self.is_local() || origin != redraft_core::Origin::Cli {
+            return Ok(());
+        }
+        Err(self.refuse(
+            Refused::Continuation,
+            format!("run `{run_id}`"),
+            "it was started by the CLI, whose trust a network request does not have; continue, cancel or abort it there (`redraft runs answer`, `resume`, `abort`)",
+        ))
+    }
+
     /// An agent command given by the request itself (only the local CLI may).
     pub fn agent(&self) -> Result<(), ConfigError> {
         if self.is_local() {

@@ -22,7 +22,7 @@ pub use self::fields::{ArtifactExt, Directives, SandboxRequest};
 pub use self::prepare::{PreparedRun, WorkspaceSpec};
 use crate::config::Config;
 use crate::error::ConfigError;
-use crate::guard::{Face, Guard, Refused};
+use crate::guard::{Face, Guard};
 
 /// What a run is asked to do, and within which limits. Every field but `prompt` is optional;
 /// what is left out comes from the config.
@@ -197,13 +197,7 @@ impl<'a> SpecSetup<'a> {
                 ceilings: self.config.server.ceilings.clone(),
                 ..self.clone()
             }),
-            (face, Origin::Cli) => Err(ConfigError::NotAllowed {
-                face,
-                refused: Refused::Continuation,
-                what: format!("run `{run_id}`"),
-                hint: "it was started by the CLI, whose trust a network request does not have; continue it there (`redraft runs answer`, `redraft runs resume`)".into(),
-            }),
-            _ => Ok(self.clone()),
+            _ => self.guard.may_touch(run_id, origin).map(|()| self.clone()),
         }
     }
 }
