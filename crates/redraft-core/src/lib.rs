@@ -44,7 +44,7 @@ pub use directive::{Directive, DirectiveError};
 pub use engine::{AnswerError, ArtifactRead, AttemptEnd, AttemptOutcome, Engine, Interruption, Next};
 pub use evaluator::{ArtifactSource, EvalInput, Evaluator, EvaluatorError};
 pub use events::RunObserver;
-pub use issue::{Hint, Issue, Score, Severity, Verdict, codes};
+pub use issue::{BoundedIssues, Hint, Issue, MAX_ISSUES_PER_ATTEMPT, Score, Severity, Verdict, codes};
 pub use plan::{Fallback, Mode, Plan, Task};
 pub use policy::{Ceilings, HaltReason, OnEscalation, PlanError, Policy};
 pub use price::Price;
