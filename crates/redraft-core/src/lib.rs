@@ -9,6 +9,7 @@
 //! can be tested without a clock or a network.
 
 pub mod answer_checks;
+pub mod body;
 pub mod canonical;
 pub mod chat;
 pub mod decide;
