@@ -43,7 +43,7 @@ pub use chat::{
 };
 pub use directive::{Directive, DirectiveError};
 pub use engine::{AnswerError, ArtifactRead, AttemptEnd, AttemptOutcome, Engine, Interruption, Next};
-pub use evaluator::{ArtifactSource, EvalInput, Evaluator, EvaluatorError};
+pub use evaluator::{ArtifactSource, CancelFlag, EvalInput, Evaluator, EvaluatorError, Work};
 pub use events::RunObserver;
 pub use issue::{BoundedIssues, Hint, Issue, MAX_ISSUES_PER_ATTEMPT, Score, Severity, Verdict, codes};
 pub use plan::{Fallback, Mode, Plan, Task};

@@ -187,7 +187,13 @@ mod tests {
         let ev =
             HttpEvaluator::new(format!("{}/check", server.uri()), Some("fill".into()), Duration::from_millis(500))?;
         let context = json!({"city": "Toledo"});
-        ev.evaluate(EvalInput { artifact: &json!({"a": 1}), context: &context, iteration: 1 }).await
+        ev.evaluate(EvalInput {
+            artifact: &json!({"a": 1}),
+            context: &context,
+            iteration: 1,
+            cancel: &redraft_core::CancelFlag::new(),
+        })
+        .await
     }
 
     #[tokio::test]
@@ -213,7 +219,12 @@ mod tests {
             .await;
         let ev = HttpEvaluator::new(format!("{}/check", server.uri()), None, Duration::from_millis(500)).unwrap();
         let err = ev
-            .evaluate(EvalInput { artifact: &json!(1), context: &Value::Null, iteration: 1 })
+            .evaluate(EvalInput {
+                artifact: &json!(1),
+                context: &Value::Null,
+                iteration: 1,
+                cancel: &redraft_core::CancelFlag::new(),
+            })
             .await
             .unwrap_err()
             .to_string();
@@ -222,7 +233,12 @@ mod tests {
         // nothing listens there
         let ev = HttpEvaluator::new("http://127.0.0.1:9/nothing", None, Duration::from_millis(500)).unwrap();
         let err = ev
-            .evaluate(EvalInput { artifact: &json!(1), context: &Value::Null, iteration: 1 })
+            .evaluate(EvalInput {
+                artifact: &json!(1),
+                context: &Value::Null,
+                iteration: 1,
+                cancel: &redraft_core::CancelFlag::new(),
+            })
             .await
             .unwrap_err()
             .to_string();

@@ -171,7 +171,12 @@ mod tests {
             delay_ms: 0,
         }]);
         let v = j
-            .evaluate(EvalInput { artifact: &serde_json::json!({"body": "Hi."}), context: &Value::Null, iteration: 1 })
+            .evaluate(EvalInput {
+                artifact: &serde_json::json!({"body": "Hi."}),
+                context: &Value::Null,
+                iteration: 1,
+                cancel: &redraft_core::CancelFlag::new(),
+            })
             .await
             .unwrap();
         assert_eq!(v.score.get(), 0.95);
@@ -183,8 +188,15 @@ mod tests {
     #[tokio::test]
     async fn a_judge_without_json_is_an_evaluator_error() {
         let j = judge_with(vec![MockReply::Text("Looks fine to me!".into())]);
-        let err =
-            j.evaluate(EvalInput { artifact: &Value::Null, context: &Value::Null, iteration: 1 }).await.unwrap_err();
+        let err = j
+            .evaluate(EvalInput {
+                artifact: &Value::Null,
+                context: &Value::Null,
+                iteration: 1,
+                cancel: &redraft_core::CancelFlag::new(),
+            })
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("no JSON"), "{err}");
     }
 

@@ -336,7 +336,16 @@ async fn the_evaluator_runs_rules_only_when_the_schema_passes() {
     let eval = |artifact: Value| {
         let ev = &ev;
         let context = &context;
-        async move { ev.evaluate(EvalInput { artifact: &artifact, context, iteration: 1 }).await.unwrap() }
+        async move {
+            ev.evaluate(EvalInput {
+                artifact: &artifact,
+                context,
+                iteration: 1,
+                cancel: &redraft_core::CancelFlag::new(),
+            })
+            .await
+            .unwrap()
+        }
     };
     let v = eval(json!({"fills": "W-1"})).await;
     assert_eq!(v.issues.iter().map(|i| i.code.as_str()).collect::<Vec<_>>(), ["type"]);

@@ -264,9 +264,25 @@ fn a_cached_schema_is_compiled_again_when_a_file_it_refers_to_changes() {
 async fn evaluates_as_an_evaluator() {
     let ev = SchemaEvaluator::new(json!({"type": "integer"})).unwrap();
     let ctx = Value::Null;
-    let v = ev.evaluate(EvalInput { artifact: &json!(3), context: &ctx, iteration: 1 }).await.unwrap();
+    let v = ev
+        .evaluate(EvalInput {
+            artifact: &json!(3),
+            context: &ctx,
+            iteration: 1,
+            cancel: &redraft_core::CancelFlag::new(),
+        })
+        .await
+        .unwrap();
     assert!(v.passed);
-    let v = ev.evaluate(EvalInput { artifact: &json!("3"), context: &ctx, iteration: 1 }).await.unwrap();
+    let v = ev
+        .evaluate(EvalInput {
+            artifact: &json!("3"),
+            context: &ctx,
+            iteration: 1,
+            cancel: &redraft_core::CancelFlag::new(),
+        })
+        .await
+        .unwrap();
     assert!(!v.passed);
     assert_eq!(v.issues[0].found.as_deref(), Some(&json!("3")));
 }

@@ -159,7 +159,8 @@ impl<T> Usage for Option<T> {
 /// Run every evaluator on `artifact`, each in its span, and combine their verdicts: how an
 /// attempt is judged, and how a check outside a run (MCP `validate`) judges too.
 pub async fn verdict(evaluators: &[Arc<dyn Evaluator>], artifact: &Value, context: &Value, iteration: u32) -> Verdict {
-    let input = EvalInput { artifact, context, iteration };
+    let cancel = redraft_core::CancelFlag::new();
+    let input = EvalInput { artifact, context, iteration, cancel: &cancel };
     let mut outcomes = Vec::with_capacity(evaluators.len());
     for evaluator in evaluators {
         let span = info_span!(
