@@ -188,13 +188,18 @@ fn bound_text(issue: &mut Issue) {
     }
 }
 
-/// Whether `value` written as JSON has at most [`MAX_VALUE_CHARS`] bytes (found without writing
-/// more than that).
+/// Whether `value` written as JSON has at most [`MAX_VALUE_CHARS`] bytes.
 fn small(value: &Value) -> bool {
+    json_within(value, MAX_VALUE_CHARS)
+}
+
+/// Whether `value` written as JSON has at most `bytes` bytes, found without writing more than
+/// that: a value that large may be shown, a larger one is better described.
+pub fn json_within(value: &Value, bytes: usize) -> bool {
     match value {
         Value::Null | Value::Bool(_) | Value::Number(_) => true,
-        Value::String(s) => s.len() < MAX_VALUE_CHARS,
-        _ => serde_json::to_writer(Counter { left: MAX_VALUE_CHARS }, value).is_ok(),
+        Value::String(s) => s.len() < bytes,
+        _ => serde_json::to_writer(Counter { left: bytes }, value).is_ok(),
     }
 }
 

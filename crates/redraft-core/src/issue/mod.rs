@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use self::bounded::{
-    BoundedIssues, MAX_ISSUES_PER_ATTEMPT, MAX_MESSAGE_CHARS, MAX_PATH_CHARS, MAX_VALUE_CHARS, bounded, too_many_issues,
+    BoundedIssues, MAX_ISSUES_PER_ATTEMPT, MAX_MESSAGE_CHARS, MAX_PATH_CHARS, MAX_VALUE_CHARS, bounded, json_within,
+    too_many_issues,
 };
 
 /// How serious an issue is. An issue without a severity counts as an error.
