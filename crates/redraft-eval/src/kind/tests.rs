@@ -467,3 +467,20 @@ fn a_kind_checks_formats_unless_told_they_are_annotations() {
     let annotated = KindEvaluator::new(kind, Formats::Annotation).unwrap();
     assert!(annotated.issues(&bad, &json!({})).is_empty());
 }
+
+#[test]
+fn a_rule_failing_for_every_element_keeps_the_first_thousand_and_counts_the_rest() {
+    let kind = load(&format!("{HEAD}{EACH}")).unwrap();
+    let fills: Vec<Value> = (0..5_000).map(|i| json!({"worker_id": format!("X-{i}")})).collect();
+    let artifact = json!({"fills": fills});
+    let issues = kind.check_rules(&artifact, &json!({"city": "Toledo"}));
+    assert_eq!(issues.len(), redraft_core::MAX_ISSUES_PER_ATTEMPT + 1);
+    assert_eq!(issues[999].message, "worker 'X-999' is not in the roster");
+    assert_eq!(issues[1000].code, redraft_core::codes::TOO_MANY_ISSUES);
+    assert_eq!(issues[1000].found.as_deref(), Some(&json!(4_000)));
+
+    // Cancelled, the rules stop where they are.
+    let cancel = redraft_core::CancelFlag::new();
+    cancel.cancel();
+    assert_eq!(kind.check_rules_until(&artifact, &json!({"city": "Toledo"}), &cancel), []);
+}
