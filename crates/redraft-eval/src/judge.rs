@@ -10,7 +10,8 @@ use std::sync::Arc;
 use redraft_core::extract;
 use redraft_core::price::estimate_tokens;
 use redraft_core::{
-    ChatProvider, ChatRequest, EvalInput, Evaluator, EvaluatorError, Issue, Message, Price, Score, Severity, Verdict,
+    BoundedIssues, ChatProvider, ChatRequest, EvalInput, Evaluator, EvaluatorError, Issue, Message, Price, Score,
+    Severity, Verdict, Work,
 };
 use serde_json::Value;
 
@@ -89,7 +90,8 @@ pub fn read_judgement(raw: &str) -> Result<(Score, Vec<Issue>), String> {
                 };
                 (!message.trim().is_empty()).then(|| Issue::new(path, code, message).with_severity(Severity::Warning))
             })
-            .collect(),
+            .collect::<BoundedIssues>()
+            .finish(),
         _ => Vec::new(),
     };
     Ok((score, issues))
@@ -103,6 +105,11 @@ impl Evaluator for JudgeEvaluator {
 
     fn scoring(&self) -> bool {
         true
+    }
+
+    /// Asks a model: it computes little.
+    fn work(&self) -> Work {
+        Work::Wait
     }
 
     async fn evaluate(&self, input: EvalInput<'_>) -> Result<Verdict, EvaluatorError> {
