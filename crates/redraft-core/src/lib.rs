@@ -42,7 +42,7 @@ pub use chat::{
     StreamedBody, ToolSpec, Usage, reserved_parameter,
 };
 pub use directive::{Directive, DirectiveError};
-pub use engine::{AnswerError, ArtifactRead, AttemptEnd, AttemptOutcome, Engine, Interruption, Next};
+pub use engine::{AnswerError, ArtifactRead, ArtifactReader, AttemptEnd, AttemptOutcome, Engine, Interruption, Next};
 pub use evaluator::{ArtifactSource, CancelFlag, EvalInput, Evaluator, EvaluatorError, Work};
 pub use events::RunObserver;
 pub use issue::{BoundedIssues, Hint, Issue, MAX_ISSUES_PER_ATTEMPT, Score, Severity, Verdict, codes};

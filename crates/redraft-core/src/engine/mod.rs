@@ -34,7 +34,7 @@ mod result;
 
 pub use crate::answer_checks::{is_a_json_schema, looks_like_a_schema};
 pub use crate::plan::{BASE_TEMPERATURE, Fallback, Mode, Plan, Task};
-pub use read::ArtifactRead;
+pub use read::{ArtifactRead, ArtifactReader};
 
 use feedback::reply_text;
 use record::Seen;
