@@ -23,13 +23,15 @@ impl Engine {
         let mut changed = false;
         for issue in &record.issues {
             let Some(fragment) = issue.hint_schema() else { continue };
-            match self.narrowing.iter_mut().find(|(path, _)| *path == issue.path) {
+            let known = self.narrowing_at.get(&issue.path).and_then(|&at| self.narrowing.get_mut(at));
+            match known {
                 Some((_, known)) if known == fragment => {}
                 Some((_, known)) => {
                     *known = fragment.clone();
                     changed = true;
                 }
                 None => {
+                    self.narrowing_at.insert(issue.path.clone(), self.narrowing.len());
                     self.narrowing.push((issue.path.clone(), fragment.clone()));
                     changed = true;
                 }
