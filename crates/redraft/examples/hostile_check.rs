@@ -2,7 +2,9 @@
 //! - `hostile_check array N`: a model answers `[1,1,…]` (N ones) against
 //!   `{"type":"array","items":{"type":"string"}}`, twice;
 //! - `hostile_check http URL [BYTES]`: an `http:` validator at URL judges `{"a": 1}`, twice,
-//!   its answer read up to BYTES (by default, the validator's default limit).
+//!   its answer read up to BYTES (by default, the validator's default limit);
+//! - `hostile_check small N`: N runs of one small answer against a small schema (the cost of
+//!   checking off the request threads, per attempt).
 //!
 //! `bench/hostile.sh` runs it against the hostile answers, with a hostile validator.
 use std::sync::Arc;
@@ -18,6 +20,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_default();
     let arg = args.next().unwrap_or_default();
+    if mode == "small" {
+        let n: usize = arg.parse()?;
+        let schema = json!({"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}});
+        let t0 = Instant::now();
+        for _ in 0..n {
+            let model = Model::new(MockProvider::texts("mock/small", [r#"{"city": "Toledo"}"#]));
+            let runner = Runner::builder().model(&model).schema(schema.clone()).max_iterations(1).build()?;
+            runner.run("city?").await?;
+        }
+        eprintln!("small: runs={n} took={:?} per run={:?}", t0.elapsed(), t0.elapsed() / u32::try_from(n)?);
+        return Ok(());
+    }
     let runner = match mode.as_str() {
         "array" => {
             let n: usize = arg.parse()?;
