@@ -130,6 +130,7 @@ impl Runner {
             Err(_) => unchecked(response, Some(read), budget),
         }
     }
+
     /// Make a call to `provider`, retrying transport failures as the retry policy decides.
     /// Retries are not attempts. Each call may take what is `left` of the attempt's time, and
     /// uses it up; the waits between calls do not. A server's `Retry-After` is waited for when
