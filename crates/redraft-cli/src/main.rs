@@ -187,8 +187,14 @@ fn main() -> ExitCode {
         }
     });
     runtime.block_on(telemetry.shutdown());
+    // Dropping the tasks left (runs a stopping server handed back) tells their checks to stop;
+    // a check that never looks (a user's own code) is not waited for past this.
+    runtime.shutdown_timeout(BLOCKING_GRACE);
     exit_code(outcome)
 }
+
+/// How long the work left on blocking threads may take to end when the process exits.
+const BLOCKING_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The one place that maps outcomes and errors to exit codes.
 fn exit_code(outcome: anyhow::Result<Outcome>) -> ExitCode {

@@ -246,7 +246,7 @@ fn cargo_panic(lines: &[&str], i: usize, issues: &mut Vec<Issue>) -> Option<usiz
     let line = lines.get(i)?.trim();
     let (name, start) = if let Some(name) = line.strip_prefix("---- ").and_then(|l| l.strip_suffix(" stdout ----")) {
         (name.to_owned(), i + 1)
-    } else if line.starts_with("thread '") && line.contains("' panicked at ") {
+    } else if is_panic_line(line) {
         (line.strip_prefix("thread '")?.split('\'').next()?.to_owned(), i)
     } else {
         return None;
@@ -256,7 +256,11 @@ fn cargo_panic(lines: &[&str], i: usize, issues: &mut Vec<Issue>) -> Option<usiz
     let mut message: Vec<String> = Vec::new();
     while let Some(l) = lines.get(j) {
         let t = l.trim();
-        if j > i && (t.starts_with("---- ") || t == "failures:" || t.starts_with("test result:")) {
+        // A block ends where the next one begins, so that no line is read again by every
+        // header before it: output made of panic lines is read in one pass.
+        if j > i && (t.starts_with("---- ") || t == "failures:" || t.starts_with("test result:"))
+            || j > start && is_panic_line(t)
+        {
             break;
         }
         if let Some(at) = t.split("' panicked at ").nth(1) {
@@ -272,7 +276,7 @@ fn cargo_panic(lines: &[&str], i: usize, issues: &mut Vec<Issue>) -> Option<usiz
                 }
                 _ => location = at.to_owned(),
             }
-        } else if !t.is_empty() && !t.starts_with("note:") && !t.starts_with("stack backtrace") && j > start - 1 {
+        } else if !t.is_empty() && !t.starts_with("note:") && !t.starts_with("stack backtrace") {
             if t.starts_with("thread '") {
                 // a panic line without a recognisable location
             } else if message.len() < 6 {
@@ -291,6 +295,11 @@ fn cargo_panic(lines: &[&str], i: usize, issues: &mut Vec<Issue>) -> Option<usiz
         format!("{name}: {text}"),
     ));
     Some(j - i)
+}
+
+/// `thread 'name' panicked at …`: where a panic is reported.
+fn is_panic_line(line: &str) -> bool {
+    line.starts_with("thread '") && line.contains("' panicked at ")
 }
 
 /// Jest/Vitest: `FAIL path` followed (within a block) by `Expected: …` and `Received: …`.
@@ -379,6 +388,20 @@ mod tests {
             out,
             &[("src/lib.rs:10:9", TEST_FAILED, "tests::adds: assertion `left == right` failed left: 3 right: 4")],
         );
+    }
+
+    #[test]
+    fn each_panic_is_read_apart_and_output_of_panic_lines_is_read_once() {
+        check(
+            "thread 'a' panicked at src/a.rs:1:2:\nboom a\nthread 'b' panicked at src/b.rs:3:4:\nboom b",
+            &[("src/a.rs:1:2", TEST_FAILED, "a: boom a"), ("src/b.rs:3:4", TEST_FAILED, "b: boom b")],
+        );
+        // Panic lines without a location: each ends where the next begins (read through to the
+        // end of the output from each of them, 1 MiB of them took minutes).
+        let out = "thread 'a' panicked at somewhere else\n".repeat(40_000);
+        let issues = issues_from_output(&out, 2);
+        assert_eq!(issues.len(), 1);
+        assert_eq!(issues[0].code, EXIT_STATUS);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Escalation: what a person needs to act on a failed run, derived deterministically from
 //! the history. No model is asked.
 
+use std::collections::{HashMap, HashSet};
+
 use crate::chat::FinishReason;
 use crate::issue::Issue;
 use crate::policy::HaltReason;
@@ -73,20 +75,30 @@ fn issue_label(issue: &Issue) -> String {
     if issue.path.is_empty() { issue.code.clone() } else { format!("{} {}", issue.path, issue.code) }
 }
 
-/// Issues (path + code) found in two or more attempts, most frequent first.
+/// An issue's identity across attempts: its path and code.
+type Key<'a> = (&'a str, &'a str);
+
+fn key(issue: &Issue) -> Key<'_> {
+    (issue.path.as_str(), issue.code.as_str())
+}
+
+/// Issues (path + code) found in two or more attempts, most frequent first (ties in the order
+/// they first appeared).
 pub fn recurring_issues(history: &[AttemptRecord]) -> Vec<RecurringIssue> {
     let mut counts: Vec<RecurringIssue> = Vec::new();
+    let mut index: HashMap<Key<'_>, usize> = HashMap::new();
     for a in history {
-        let mut seen_here: Vec<(&str, &str)> = Vec::new();
+        let mut seen_here: HashSet<Key<'_>> = HashSet::new();
         for i in &a.issues {
-            let key = (i.path.as_str(), i.code.as_str());
-            if seen_here.contains(&key) {
+            if !seen_here.insert(key(i)) {
                 continue;
             }
-            seen_here.push(key);
-            match counts.iter_mut().find(|r| r.path == i.path && r.code == i.code) {
+            match index.get(&key(i)).and_then(|&at| counts.get_mut(at)) {
                 Some(r) => r.count += 1,
-                None => counts.push(RecurringIssue { path: i.path.clone(), code: i.code.clone(), count: 1 }),
+                None => {
+                    index.insert(key(i), counts.len());
+                    counts.push(RecurringIssue { path: i.path.clone(), code: i.code.clone(), count: 1 });
+                }
             }
         }
     }
@@ -100,14 +112,15 @@ fn hinted_recurring<'a>(
     history: &'a [AttemptRecord],
     recurring: &'a [RecurringIssue],
 ) -> Option<(&'a RecurringIssue, &'a Issue)> {
+    // The latest occurrence of each issue: the first in the latest attempt that has it.
+    let mut latest: HashMap<Key<'_>, &Issue> = HashMap::new();
+    for issue in history.iter().rev().flat_map(|a| &a.issues) {
+        latest.entry(key(issue)).or_insert(issue);
+    }
     recurring.iter().find_map(|r| {
-        let latest = history.iter().rev().flat_map(|a| &a.issues).find(|i| i.path == r.path && i.code == r.code)?;
+        let latest = *latest.get(&(r.path.as_str(), r.code.as_str()))?;
         latest.hint.as_ref().map(|_| (r, latest))
     })
-}
-
-fn has_issue(a: &AttemptRecord, path: &str, code: &str) -> bool {
-    a.issues.iter().any(|i| i.path == path && i.code == code)
 }
 
 fn first_message<'a>(history: &'a [AttemptRecord], path: &str, code: &str) -> Option<&'a str> {
@@ -120,18 +133,20 @@ fn place(path: &str) -> String {
 
 /// An issue that an attempt fixed and a later attempt brought back: (path, code, fixed at, back at).
 fn regression(history: &[AttemptRecord]) -> Option<(String, String, u32, u32)> {
+    let keys: Vec<HashSet<Key<'_>>> = history.iter().map(|a| a.issues.iter().map(key).collect()).collect();
+    let has = |at: usize, k: &Key<'_>| keys.get(at).is_some_and(|set| set.contains(k));
     for (i, a) in history.iter().enumerate() {
+        let mut tried: HashSet<Key<'_>> = HashSet::new();
         for issue in &a.issues {
-            let later = history.get(i + 1..).unwrap_or_default();
-            let Some(fixed) =
-                later.iter().position(|b| b.artifact.is_some() && !has_issue(b, &issue.path, &issue.code))
-            else {
+            let k = key(issue);
+            if !tried.insert(k) {
+                continue;
+            }
+            let later = history.iter().enumerate().skip(i + 1);
+            let Some((fixed, fixed_at)) = later.clone().find(|(j, b)| b.artifact.is_some() && !has(*j, &k)) else {
                 continue;
             };
-            let after_fix = later.get(fixed + 1..).unwrap_or_default();
-            if let Some(back) = after_fix.iter().find(|c| has_issue(c, &issue.path, &issue.code))
-                && let Some(fixed_at) = later.get(fixed)
-            {
+            if let Some((_, back)) = later.skip_while(|(j, _)| *j <= fixed).find(|(j, _)| has(*j, &k)) {
                 return Some((issue.path.clone(), issue.code.clone(), fixed_at.iteration, back.iteration));
             }
         }

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
 
@@ -16,6 +17,46 @@ pub struct EvalInput<'a> {
     pub context: &'a Value,
     /// The attempt number, from 1.
     pub iteration: u32,
+    /// Set when the verdict is no longer wanted (the run was cancelled, the attempt's time ran
+    /// out, the process is stopping): an evaluator that computes for long looks at it and
+    /// returns early. Its verdict is then not used.
+    pub cancel: &'a CancelFlag,
+}
+
+/// Whether the work on an answer should stop. The runner sets it; the work looks at it between
+/// steps (elements, rules, evaluators), so a cancelled check ends soon instead of running on
+/// after nobody waits for it. Clones share the flag.
+#[derive(Debug, Clone, Default)]
+pub struct CancelFlag(Arc<AtomicBool>);
+
+impl CancelFlag {
+    /// A flag not set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Set the flag: the work should stop.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the work should stop.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// What an evaluator's work is, which decides where the runner runs it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Work {
+    /// It computes (a schema, rules, a Rust closure): it runs on a thread of its own, off the
+    /// threads that serve requests, so that however long it takes nothing else waits for it.
+    /// The default.
+    #[default]
+    Compute,
+    /// It waits on something outside (a command, a server, a model) and computes little: it is
+    /// awaited where the run is.
+    Wait,
 }
 
 /// Judges artifacts. A rejection is `Ok` with `passed == false`; `Err` means the evaluator
@@ -35,6 +76,11 @@ pub trait Evaluator: Send + Sync + fmt::Debug {
     /// (Shared, not copied: every run of a runner shows the same schema.)
     fn schema(&self) -> Option<Arc<Value>> {
         None
+    }
+
+    /// Whether it computes or waits ([`Work`]). By default, [`Work::Compute`].
+    fn work(&self) -> Work {
+        Work::Compute
     }
 
     /// Judge one artifact.

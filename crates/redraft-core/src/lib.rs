@@ -9,6 +9,7 @@
 //! can be tested without a clock or a network.
 
 pub mod answer_checks;
+pub mod body;
 pub mod canonical;
 pub mod chat;
 pub mod decide;
@@ -42,10 +43,10 @@ pub use chat::{
     StreamedBody, ToolSpec, Usage, reserved_parameter,
 };
 pub use directive::{Directive, DirectiveError};
-pub use engine::{AnswerError, ArtifactRead, AttemptEnd, AttemptOutcome, Engine, Interruption, Next};
-pub use evaluator::{ArtifactSource, EvalInput, Evaluator, EvaluatorError};
+pub use engine::{AnswerError, ArtifactRead, ArtifactReader, AttemptEnd, AttemptOutcome, Engine, Interruption, Next};
+pub use evaluator::{ArtifactSource, CancelFlag, EvalInput, Evaluator, EvaluatorError, Work};
 pub use events::RunObserver;
-pub use issue::{Hint, Issue, Score, Severity, Verdict, codes};
+pub use issue::{BoundedIssues, Hint, Issue, MAX_ISSUES_PER_ATTEMPT, Score, Severity, Verdict, codes};
 pub use plan::{Fallback, Mode, Plan, Task};
 pub use policy::{Ceilings, HaltReason, OnEscalation, PlanError, Policy};
 pub use price::Price;

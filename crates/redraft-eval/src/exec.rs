@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use redraft_core::diagnostics::{self, EXIT_STATUS};
-use redraft_core::{EvalInput, Evaluator, EvaluatorError, Issue, Score, Severity, Verdict, codes};
+use redraft_core::{EvalInput, Evaluator, EvaluatorError, Issue, Score, Severity, Verdict, Work, codes};
 use redraft_sandbox::{Command, Output, Sandbox, shell_quote};
 use serde_json::Value;
 
@@ -203,6 +203,11 @@ fn graded_issue(item: &Value) -> Issue {
 impl Evaluator for ExecEvaluator {
     fn name(&self) -> &str {
         "exec"
+    }
+
+    /// Runs a command and reads its bounded output in one pass: it computes little.
+    fn work(&self) -> Work {
+        Work::Wait
     }
 
     async fn evaluate(&self, input: EvalInput<'_>) -> Result<Verdict, EvaluatorError> {

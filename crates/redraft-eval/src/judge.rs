@@ -10,7 +10,8 @@ use std::sync::Arc;
 use redraft_core::extract;
 use redraft_core::price::estimate_tokens;
 use redraft_core::{
-    ChatProvider, ChatRequest, EvalInput, Evaluator, EvaluatorError, Issue, Message, Price, Score, Severity, Verdict,
+    BoundedIssues, ChatProvider, ChatRequest, EvalInput, Evaluator, EvaluatorError, Issue, Message, Price, Score,
+    Severity, Verdict, Work,
 };
 use serde_json::Value;
 
@@ -89,7 +90,8 @@ pub fn read_judgement(raw: &str) -> Result<(Score, Vec<Issue>), String> {
                 };
                 (!message.trim().is_empty()).then(|| Issue::new(path, code, message).with_severity(Severity::Warning))
             })
-            .collect(),
+            .collect::<BoundedIssues>()
+            .finish(),
         _ => Vec::new(),
     };
     Ok((score, issues))
@@ -103,6 +105,11 @@ impl Evaluator for JudgeEvaluator {
 
     fn scoring(&self) -> bool {
         true
+    }
+
+    /// Asks a model: it computes little.
+    fn work(&self) -> Work {
+        Work::Wait
     }
 
     async fn evaluate(&self, input: EvalInput<'_>) -> Result<Verdict, EvaluatorError> {
@@ -171,7 +178,12 @@ mod tests {
             delay_ms: 0,
         }]);
         let v = j
-            .evaluate(EvalInput { artifact: &serde_json::json!({"body": "Hi."}), context: &Value::Null, iteration: 1 })
+            .evaluate(EvalInput {
+                artifact: &serde_json::json!({"body": "Hi."}),
+                context: &Value::Null,
+                iteration: 1,
+                cancel: &redraft_core::CancelFlag::new(),
+            })
             .await
             .unwrap();
         assert_eq!(v.score.get(), 0.95);
@@ -183,8 +195,15 @@ mod tests {
     #[tokio::test]
     async fn a_judge_without_json_is_an_evaluator_error() {
         let j = judge_with(vec![MockReply::Text("Looks fine to me!".into())]);
-        let err =
-            j.evaluate(EvalInput { artifact: &Value::Null, context: &Value::Null, iteration: 1 }).await.unwrap_err();
+        let err = j
+            .evaluate(EvalInput {
+                artifact: &Value::Null,
+                context: &Value::Null,
+                iteration: 1,
+                cancel: &redraft_core::CancelFlag::new(),
+            })
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("no JSON"), "{err}");
     }
 

@@ -23,7 +23,9 @@ fn evaluator(kind: &str) -> KindEvaluator {
 
 async fn evaluate(kind: &str, artifact: Value, context: &Value) -> Verdict {
     let ev = evaluator(kind);
-    ev.evaluate(EvalInput { artifact: &artifact, context, iteration: 1 }).await.unwrap()
+    ev.evaluate(EvalInput { artifact: &artifact, context, iteration: 1, cancel: &redraft_core::CancelFlag::new() })
+        .await
+        .unwrap()
 }
 
 /// `(path, code, message)` of each issue.

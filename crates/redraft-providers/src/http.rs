@@ -7,6 +7,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use redraft_core::ProviderError;
+use redraft_core::body::{BoundedBody, Past};
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
@@ -91,25 +92,16 @@ pub(crate) async fn read_bounded(
 ) -> Result<Answer, ProviderError> {
     let status = response.status();
     let headers = response.headers().clone();
-    let success = status.is_success();
-    let keep = if success { limit } else { limit.min(ERROR_BODY_BYTES) };
-    let announced = response.content_length().and_then(|n| usize::try_from(n).ok());
-    if success && announced.is_some_and(|n| n > limit) {
-        return Err(ProviderError::ResponseTooLarge { from: url.to_owned(), limit });
-    }
-    let mut body = Vec::with_capacity(announced.unwrap_or(0).min(keep));
+    let (keep, past) =
+        if status.is_success() { (limit, Past::Refuse) } else { (limit.min(ERROR_BODY_BYTES), Past::Cut) };
+    let too_large = |_| ProviderError::ResponseTooLarge { from: url.to_owned(), limit };
+    let mut body = BoundedBody::new(keep, response.content_length(), past).map_err(too_large)?;
     while let Some(chunk) = response.chunk().await.map_err(|e| body_error(url, &e))? {
-        let room = keep - body.len();
-        if chunk.len() > room {
-            if success {
-                return Err(ProviderError::ResponseTooLarge { from: url.to_owned(), limit });
-            }
-            body.extend_from_slice(&chunk[..room]);
+        if !body.push(&chunk).map_err(too_large)? {
             break;
         }
-        body.extend_from_slice(&chunk);
     }
-    Ok(Answer { status, headers, body })
+    Ok(Answer { status, headers, body: body.into_bytes() })
 }
 
 /// A successful answer's body, handed over piece by piece as the server sends it (server-sent

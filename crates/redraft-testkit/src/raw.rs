@@ -27,10 +27,10 @@ pub enum RawReply {
     /// Status 200 without `Content-Length` (`Connection: close`: the body ends where the
     /// connection does), the first `sent` bytes of `body`, then a clean close.
     CloseDelimited { body: Vec<u8>, sent: usize },
-    /// Status 200 whose body is `head`, then `fill` repeated up to `len` bytes in all, then
+    /// Status `status` whose body is `head`, then `fill` repeated up to `len` bytes in all, then
     /// `tail`, streamed as the client reads (never held whole). `Content-Length` is announced
     /// unless `chunked` (then the body is chunked, its length unknown in advance).
-    Streamed { head: Vec<u8>, fill: u8, len: usize, tail: Vec<u8>, chunked: bool },
+    Streamed { status: u16, head: Vec<u8>, fill: u8, len: usize, tail: Vec<u8>, chunked: bool },
 }
 
 impl RawReply {
@@ -41,6 +41,12 @@ impl RawReply {
             headers: vec![("content-type".into(), "application/json".into())],
             body: body.to_string().into_bytes(),
         }
+    }
+
+    /// A `status` answer whose body is `len` bytes of `x`, streamed (never held whole), with its
+    /// length announced when `announce`, else chunked.
+    pub fn huge(status: u16, len: usize, announce: bool) -> Self {
+        RawReply::Streamed { status, head: Vec::new(), fill: b'x', len, tail: Vec::new(), chunked: !announce }
     }
 
     /// A 429 with `Retry-After: secs`.
@@ -59,6 +65,7 @@ impl RawReply {
         let text = body.to_string();
         let (head, tail) = text.split_once("@@FILL@@").unwrap_or((text.as_str(), ""));
         RawReply::Streamed {
+            status: 200,
             head: head.as_bytes().to_vec(),
             fill: b'x',
             len,
@@ -191,12 +198,14 @@ async fn serve(mut stream: TcpStream, shared: Arc<Mutex<Shared>>) -> std::io::Re
             stream.write_all(&body[..sent.min(body.len())]).await?;
             stream.shutdown().await?;
         }
-        RawReply::Streamed { head, fill, len, tail, chunked } => {
+        RawReply::Streamed { status, head, fill, len, tail, chunked } => {
             let total = head.len() + len + tail.len();
             let framing =
                 if chunked { "transfer-encoding: chunked".to_owned() } else { format!("content-length: {total}") };
-            let start =
-                format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n{framing}\r\nconnection: close\r\n\r\n");
+            let start = format!(
+                "HTTP/1.1 {status} {}\r\ncontent-type: application/json\r\n{framing}\r\nconnection: close\r\n\r\n",
+                reason(status)
+            );
             stream.write_all(start.as_bytes()).await?;
             let block = vec![fill; 64 * 1024];
             let mut parts: Vec<&[u8]> = vec![&head];

@@ -1,5 +1,8 @@
 //! Rust closures as evaluators: a rejection is an ordinary failed attempt, under the same
-//! budget as any other.
+//! budget as any other. A closure runs on a blocking thread, off those that serve requests; one
+//! that may compute for long should be an [`Evaluator`] instead, which sees
+//! [`EvalInput::cancel`] and can stop when its verdict is no longer wanted (a closure runs on
+//! until it returns, though nothing waits for it past the attempt's time).
 
 use std::fmt;
 

@@ -23,13 +23,15 @@ impl Engine {
         let mut changed = false;
         for issue in &record.issues {
             let Some(fragment) = issue.hint_schema() else { continue };
-            match self.narrowing.iter_mut().find(|(path, _)| *path == issue.path) {
+            let known = self.narrowing_at.get(&issue.path).and_then(|&at| self.narrowing.get_mut(at));
+            match known {
                 Some((_, known)) if known == fragment => {}
                 Some((_, known)) => {
                     *known = fragment.clone();
                     changed = true;
                 }
                 None => {
+                    self.narrowing_at.insert(issue.path.clone(), self.narrowing.len());
                     self.narrowing.push((issue.path.clone(), fragment.clone()));
                     changed = true;
                 }
@@ -47,7 +49,7 @@ impl Engine {
         let structured = self.plan.mode == Mode::Structured;
         // An attempt that failed without an answer (its time ran out, the provider failed): in
         // a conversation the same messages go again; a fresh prompt lists it among the priors.
-        let no_answer = record.status == AttemptStatus::Error && !too_large_issue(record);
+        let no_answer = record.status == AttemptStatus::Error && !answered_unread(record);
         let prior = self.prior_of(record);
         let too_large = too_large_issue(record);
         match self.plan.strategy {
@@ -174,4 +176,10 @@ fn fallback_feedback(ctx: &Feedback<'_>, error: &str) -> String {
 /// is told about.
 fn too_large_issue(record: &AttemptRecord) -> bool {
     record.issues.iter().any(|i| i.code == codes::RESPONSE_TOO_LARGE)
+}
+
+/// Whether `record` failed on an answer that could not be read or checked (too large, or not
+/// checked in time): the proposer is told about it.
+fn answered_unread(record: &AttemptRecord) -> bool {
+    record.issues.iter().any(|i| i.code == codes::RESPONSE_TOO_LARGE || i.code == codes::CHECK_TIMEOUT)
 }

@@ -11,6 +11,7 @@
 //! run's result, [`Engine::finish`]). The plan types are [`crate::plan`]'s and the built-in
 //! answer checks [`crate::answer_checks`]'s, both re-exported here under their old paths.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,7 +35,7 @@ mod result;
 
 pub use crate::answer_checks::{is_a_json_schema, looks_like_a_schema};
 pub use crate::plan::{BASE_TEMPERATURE, Fallback, Mode, Plan, Task};
-pub use read::ArtifactRead;
+pub use read::{ArtifactRead, ArtifactReader};
 
 use feedback::reply_text;
 use record::Seen;
@@ -125,6 +126,8 @@ pub struct Engine {
     /// the latest for each path, and the run's schema narrowed by them: what the next request
     /// asks a constraining decoder for.
     narrowing: Vec<(String, Value)>,
+    /// Where each path is in `narrowing`.
+    narrowing_at: HashMap<String, usize>,
     narrowed: Option<Arc<Value>>,
 }
 
@@ -234,6 +237,7 @@ impl Engine {
             limit,
             reply: None,
             narrowing: Vec::new(),
+            narrowing_at: HashMap::new(),
             narrowed: None,
         };
         // A budget that cannot pay for even the first attempt is a mistake in the request, not

@@ -1,6 +1,8 @@
 //! The artifact found in a proposer's text: JSON extracted from it in structured mode, coerced
 //! toward the plan's schema, or the text itself in text mode.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::Engine;
@@ -21,12 +23,33 @@ pub struct ArtifactRead {
     pub issue: Option<Issue>,
 }
 
+/// What reads the artifact in a proposer's text, apart from the engine (cheap to clone): the
+/// runner reads answers with it on a thread of their own.
+#[derive(Debug, Clone)]
+pub struct ArtifactReader {
+    mode: Mode,
+    coerce: bool,
+    schema: Option<Arc<Value>>,
+}
+
 impl Engine {
     /// Find the artifact in a proposer's text: extracted JSON in structured mode (coerced
     /// toward the schema, see [`Plan::coerce`](crate::plan::Plan::coerce)), the text itself in
     /// text mode.
     pub fn read_artifact(&self, raw: &str) -> ArtifactRead {
-        match self.plan.mode {
+        self.reader().read(raw)
+    }
+
+    /// What reads the artifact in a proposer's text as [`Engine::read_artifact`] does.
+    pub fn reader(&self) -> ArtifactReader {
+        ArtifactReader { mode: self.plan.mode, coerce: self.plan.coerce, schema: self.plan.schema.clone() }
+    }
+}
+
+impl ArtifactReader {
+    /// Find the artifact in a proposer's text (see [`Engine::read_artifact`]).
+    pub fn read(&self, raw: &str) -> ArtifactRead {
+        match self.mode {
             Mode::Text => ArtifactRead {
                 artifact: Some(Value::String(raw.to_owned())),
                 extraction: None,
@@ -55,10 +78,8 @@ impl Engine {
     /// Schema given back instead of an answer is left as it is, for the evaluators and the
     /// `schema_echo` check to see what the proposer wrote.
     fn coerce(&self, artifact: &mut Value) -> Vec<Coercion> {
-        match self.plan.schema.as_deref() {
-            Some(schema)
-                if self.plan.coerce && !looks_like_a_schema(artifact, schema) && !is_a_json_schema(artifact) =>
-            {
+        match self.schema.as_deref() {
+            Some(schema) if self.coerce && !looks_like_a_schema(artifact, schema) && !is_a_json_schema(artifact) => {
                 extract::coerce(artifact, schema)
             }
             _ => Vec::new(),

@@ -8,7 +8,7 @@ use super::{ArtifactRead, Engine};
 use crate::answer_checks::{copied_placeholders, schema_echo};
 use crate::canonical::canonical_json;
 use crate::chat::ChatResponse;
-use crate::issue::{Issue, Score, Verdict, codes};
+use crate::issue::{Issue, Score, Verdict, bounded, codes};
 use crate::price::estimate_tokens;
 use crate::record::{AttemptRecord, AttemptStatus};
 
@@ -95,6 +95,9 @@ impl Engine {
         {
             issues.insert(0, issue);
         }
+        // However the verdict was made (a submission, a runner's evaluators), the record keeps
+        // at most its first issues.
+        let issues = bounded(issues);
         let repeat_of = self.note_seen(read.artifact.as_ref(), &response.text, iteration);
         AttemptRecord {
             iteration,

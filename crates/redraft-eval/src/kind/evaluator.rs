@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use redraft_core::{EvalInput, Evaluator, EvaluatorError, Issue, Verdict};
+use redraft_core::{CancelFlag, EvalInput, Evaluator, EvaluatorError, Issue, Verdict};
 use serde_json::Value;
 
 use super::{Kind, KindError};
@@ -39,9 +39,14 @@ impl KindEvaluator {
     /// The issues of one artifact: schema issues, or — when there is no schema error — the
     /// rules' issues.
     pub fn issues(&self, artifact: &Value, context: &Value) -> Vec<Issue> {
+        self.issues_until(artifact, context, &CancelFlag::new())
+    }
+
+    /// [`KindEvaluator::issues`], stopping once `cancel` is set.
+    fn issues_until(&self, artifact: &Value, context: &Value, cancel: &CancelFlag) -> Vec<Issue> {
         let mut issues = self.schema.issues(artifact);
         if !issues.iter().any(Issue::is_error) {
-            issues.extend(self.kind.check_rules(artifact, context));
+            issues.extend(self.kind.check_rules_until(artifact, context, cancel));
         }
         issues
     }
@@ -58,6 +63,6 @@ impl Evaluator for KindEvaluator {
     }
 
     async fn evaluate(&self, input: EvalInput<'_>) -> Result<Verdict, EvaluatorError> {
-        Ok(Verdict::from_issues(self.issues(input.artifact, input.context)))
+        Ok(Verdict::from_issues(self.issues_until(input.artifact, input.context, input.cancel)))
     }
 }

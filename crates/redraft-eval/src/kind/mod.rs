@@ -36,7 +36,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use redraft_core::Issue;
+use redraft_core::{CancelFlag, Issue};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -263,18 +263,29 @@ impl Kind {
     }
 
     /// Run the rules (not the schema) over `artifact`, with the task's `context` (`null` means
-    /// `{}`). One issue per failed check, in rule order, then element order.
+    /// `{}`). One issue per failed check, in rule order, then element order: the first
+    /// [`MAX_ISSUES_PER_ATTEMPT`](redraft_core::MAX_ISSUES_PER_ATTEMPT), then a
+    /// `too_many_issues` issue counting the other failures.
     pub fn check_rules(&self, artifact: &Value, context: &Value) -> Vec<Issue> {
+        self.check_rules_until(artifact, context, &CancelFlag::new())
+    }
+
+    /// [`Kind::check_rules`], stopping between rules and between elements once `cancel` is set
+    /// (what was found by then is returned).
+    pub fn check_rules_until(&self, artifact: &Value, context: &Value, cancel: &CancelFlag) -> Vec<Issue> {
         let empty = Value::Object(serde_json::Map::new());
         let context = if context.is_null() { &empty } else { context };
         let mut scope = self.root.new_inner_scope();
         scope.add_variable_from_value("self", expr::json_to_cel(artifact));
         scope.add_variable_from_value("context", expr::json_to_cel(context));
-        let mut run = Run { templates: &self.templates, artifact, context, issues: Vec::new() };
+        let mut run = Run::new(&self.templates, artifact, context, cancel);
         for rule in &self.rules {
+            if run.cancelled() {
+                break;
+            }
             rule.run(&scope, &mut run);
         }
-        run.issues
+        run.finish()
     }
 }
 

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use cel::{Context, Env, Value};
 use minijinja::Environment;
-use redraft_core::{Issue, Severity};
+use redraft_core::{BoundedIssues, CancelFlag, Issue, Severity};
 use serde::Serialize;
 use toml::Spanned;
 
@@ -174,12 +174,14 @@ impl Compiler<'_> {
     }
 }
 
-/// What templates see.
+/// What templates see. The artifact and the context are converted for the templates once per
+/// run, not for every issue (a failing rule over each of a large artifact's elements would
+/// convert the whole artifact once per element).
 #[derive(Clone, Serialize)]
 struct Vars<'a> {
     #[serde(rename = "self")]
-    artifact: &'a serde_json::Value,
-    context: &'a serde_json::Value,
+    artifact: &'a minijinja::Value,
+    context: &'a minijinja::Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     item: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -194,13 +196,36 @@ struct Vars<'a> {
 
 /// One run of a kind's rules over one artifact.
 pub(super) struct Run<'a> {
-    pub templates: &'a Environment<'static>,
-    pub artifact: &'a serde_json::Value,
-    pub context: &'a serde_json::Value,
-    pub issues: Vec<Issue>,
+    templates: &'a Environment<'static>,
+    artifact: minijinja::Value,
+    context: minijinja::Value,
+    /// The issues so far; once it is full, failures are counted, not rendered.
+    issues: BoundedIssues,
+    cancel: &'a CancelFlag,
 }
 
-impl Run<'_> {
+impl<'a> Run<'a> {
+    pub fn new(
+        templates: &'a Environment<'static>,
+        artifact: &serde_json::Value,
+        context: &serde_json::Value,
+        cancel: &'a CancelFlag,
+    ) -> Self {
+        let artifact = minijinja::Value::from(minijinja::value::Serde(artifact));
+        let context = minijinja::Value::from(minijinja::value::Serde(context));
+        Self { templates, artifact, context, issues: BoundedIssues::new(), cancel }
+    }
+
+    /// The issues found (bounded).
+    pub fn finish(self) -> Vec<Issue> {
+        self.issues.finish()
+    }
+
+    /// Whether the checking was cancelled: the rules stop.
+    pub fn cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
     fn render(&self, name: &str, vars: &Vars<'_>) -> Result<String, minijinja::Error> {
         self.templates.get_template(name)?.render(minijinja::value::Serde(vars))
     }
@@ -215,6 +240,9 @@ impl Rule {
         match each.eval(ctx) {
             Ok(Value::List(items)) => {
                 for (index, item) in items.iter().enumerate() {
+                    if run.cancelled() {
+                        return;
+                    }
                     let mut inner = ctx.new_inner_scope();
                     inner.add_variable_from_value("item", item.clone());
                     inner.add_variable_from_value("index", Value::Int(i64::try_from(index).unwrap_or(i64::MAX)));
@@ -243,13 +271,14 @@ impl Rule {
         }
         match self.check.eval(ctx) {
             Ok(Value::Bool(true)) => {}
+            Ok(Value::Bool(false)) if run.issues.is_full() => run.issues.count(1, self.severity),
             Ok(Value::Bool(false)) => {
                 let eval = |e: &Option<Expression>| e.as_ref().and_then(|e| e.eval(ctx).ok()).map(|v| cel_to_json(&v));
                 let found = eval(&self.found);
                 let expected = eval(&self.expected);
                 let vars = Vars {
-                    artifact: run.artifact,
-                    context: run.context,
+                    artifact: &run.artifact,
+                    context: &run.context,
                     item: item.map(|(_, v)| cel_to_json(v)),
                     index: item.map(|(i, _)| i),
                     found: found.as_ref(),
@@ -317,9 +346,12 @@ impl Rule {
     /// The rule could not be evaluated (a missing field, a type error): a failed check whose
     /// message says what failed, at the rule's path.
     fn broken(&self, field: &str, e: &Expression, what: String, item: Option<(usize, &Value)>, run: &mut Run<'_>) {
+        if run.issues.is_full() {
+            return run.issues.count(1, self.severity);
+        }
         let vars = Vars {
-            artifact: run.artifact,
-            context: run.context,
+            artifact: &run.artifact,
+            context: &run.context,
             item: item.map(|(_, v)| cel_to_json(v)),
             index: item.map(|(i, _)| i),
             found: None,

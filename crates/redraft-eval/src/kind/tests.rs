@@ -336,7 +336,16 @@ async fn the_evaluator_runs_rules_only_when_the_schema_passes() {
     let eval = |artifact: Value| {
         let ev = &ev;
         let context = &context;
-        async move { ev.evaluate(EvalInput { artifact: &artifact, context, iteration: 1 }).await.unwrap() }
+        async move {
+            ev.evaluate(EvalInput {
+                artifact: &artifact,
+                context,
+                iteration: 1,
+                cancel: &redraft_core::CancelFlag::new(),
+            })
+            .await
+            .unwrap()
+        }
     };
     let v = eval(json!({"fills": "W-1"})).await;
     assert_eq!(v.issues.iter().map(|i| i.code.as_str()).collect::<Vec<_>>(), ["type"]);
@@ -457,4 +466,21 @@ fn a_kind_checks_formats_unless_told_they_are_annotations() {
     assert_eq!(codes, ["format"]);
     let annotated = KindEvaluator::new(kind, Formats::Annotation).unwrap();
     assert!(annotated.issues(&bad, &json!({})).is_empty());
+}
+
+#[test]
+fn a_rule_failing_for_every_element_keeps_the_first_thousand_and_counts_the_rest() {
+    let kind = load(&format!("{HEAD}{EACH}")).unwrap();
+    let fills: Vec<Value> = (0..5_000).map(|i| json!({"worker_id": format!("X-{i}")})).collect();
+    let artifact = json!({"fills": fills});
+    let issues = kind.check_rules(&artifact, &json!({"city": "Toledo"}));
+    assert_eq!(issues.len(), redraft_core::MAX_ISSUES_PER_ATTEMPT + 1);
+    assert_eq!(issues[999].message, "worker 'X-999' is not in the roster");
+    assert_eq!(issues[1000].code, redraft_core::codes::TOO_MANY_ISSUES);
+    assert_eq!(issues[1000].found.as_deref(), Some(&json!(4_000)));
+
+    // Cancelled, the rules stop where they are.
+    let cancel = redraft_core::CancelFlag::new();
+    cancel.cancel();
+    assert_eq!(kind.check_rules_until(&artifact, &json!({"city": "Toledo"}), &cancel), []);
 }

@@ -14,7 +14,8 @@ use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use redraft_core::{EvalInput, Evaluator, EvaluatorError, Issue, Verdict};
+use redraft_core::issue::json_within;
+use redraft_core::{BoundedIssues, EvalInput, Evaluator, EvaluatorError, Issue, Verdict};
 use serde_json::Value;
 
 pub use self::refs::RefError;
@@ -228,9 +229,25 @@ impl SchemaEvaluator {
         Arc::clone(&self.compiled.schema)
     }
 
-    /// One issue per error, with its instance path (a JSON Pointer) and keyword.
+    /// One issue per error, with its instance path (a JSON Pointer) and keyword: the first
+    /// [`MAX_ISSUES_PER_ATTEMPT`](redraft_core::MAX_ISSUES_PER_ATTEMPT), then a
+    /// `too_many_issues` issue counting the others, which are not made into issues.
     pub fn issues(&self, artifact: &Value) -> Vec<Issue> {
-        self.compiled.validator.iter_errors(artifact).map(|e| issue(&e)).collect()
+        let validator = &self.compiled.validator;
+        // Far cheaper than gathering errors, and most answers that reach here pass.
+        if validator.is_valid(artifact) {
+            return Vec::new();
+        }
+        let mut issues = BoundedIssues::new();
+        let mut errors = validator.iter_errors(artifact);
+        for error in errors.by_ref() {
+            issues.push(issue(&error));
+            if issues.is_full() {
+                break;
+            }
+        }
+        issues.count(u64::try_from(errors.count()).unwrap_or(u64::MAX), None);
+        issues.finish()
     }
 }
 
@@ -243,13 +260,30 @@ fn describe(e: &jsonschema::ValidationError<'_>) -> String {
     if at.is_empty() { e.to_string() } else { format!("{e} (at `{at}`)") }
 }
 
+/// Values whose JSON is longer than this are described in an issue's message, not written out:
+/// an answer of megabytes failing many keywords would otherwise be copied into each message.
+const SHOWN_VALUE_BYTES: usize = 1_000;
+
 fn issue(e: &jsonschema::ValidationError<'_>) -> Issue {
-    let mut issue = Issue::new(e.instance_path().as_str(), e.kind().keyword(), e.to_string());
     let found = e.instance();
-    if !(found.is_object() || found.is_array()) {
+    let shown = json_within(found, SHOWN_VALUE_BYTES);
+    let message = if shown { e.to_string() } else { e.masked_with(described(found)).to_string() };
+    let mut issue = Issue::new(e.instance_path().as_str(), e.kind().keyword(), message);
+    if shown && !(found.is_object() || found.is_array()) {
         issue.found = Some(Box::new(found.clone().into_owned()));
     }
     issue
+}
+
+/// A value too long to show, in words: `a string of 5000 characters`.
+fn described(value: &Value) -> String {
+    let count = |n: usize, one: &str| if n == 1 { format!("1 {one}") } else { format!("{n} {one}s") };
+    match value {
+        Value::String(s) => format!("a string of {}", count(s.chars().count(), "character")),
+        Value::Array(items) => format!("an array of {}", count(items.len(), "item")),
+        Value::Object(members) => format!("an object of {}", count(members.len(), "member")),
+        other => other.to_string(),
+    }
 }
 
 #[async_trait::async_trait]

@@ -28,6 +28,27 @@ fn one_issue_per_error_with_pointer_and_keyword() {
 }
 
 #[test]
+fn a_million_errors_give_the_first_thousand_issues_and_a_count_of_the_rest() {
+    let ones = Value::Array(vec![json!(1); 1_000_000]);
+    let issues = SchemaEvaluator::new(json!({"type": "array", "items": {"type": "string"}})).unwrap().issues(&ones);
+    assert_eq!(issues.len(), redraft_core::MAX_ISSUES_PER_ATTEMPT + 1);
+    assert_eq!((issues[999].path.as_str(), issues[999].message.as_str()), ("/999", "1 is not of type \"string\""));
+    let last = &issues[1000];
+    assert_eq!(last.code, redraft_core::codes::TOO_MANY_ISSUES);
+    assert!(last.message.starts_with("999000 more issues"), "{}", last.message);
+}
+
+#[test]
+fn a_value_too_long_to_show_is_described_in_the_message() {
+    let long = "x".repeat(5_000);
+    let got = check(json!({"type": "object", "properties": {"n": {"type": "number"}}}), json!({"n": long}));
+    assert_eq!(got, [("/n".into(), "type".into(), "a string of 5000 characters is not of type \"number\"".into())]);
+    let big = json!({"a": long});
+    let got = check(json!({"type": "string"}), big);
+    assert_eq!(got, [("".into(), "type".into(), "an object of 1 member is not of type \"string\"".into())]);
+}
+
+#[test]
 fn the_same_schema_is_compiled_once_and_the_cache_is_bounded() {
     let schema = json!({"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]{3}-\\d+$"}}});
     let a = SchemaEvaluator::new(schema.clone()).unwrap();
@@ -264,9 +285,25 @@ fn a_cached_schema_is_compiled_again_when_a_file_it_refers_to_changes() {
 async fn evaluates_as_an_evaluator() {
     let ev = SchemaEvaluator::new(json!({"type": "integer"})).unwrap();
     let ctx = Value::Null;
-    let v = ev.evaluate(EvalInput { artifact: &json!(3), context: &ctx, iteration: 1 }).await.unwrap();
+    let v = ev
+        .evaluate(EvalInput {
+            artifact: &json!(3),
+            context: &ctx,
+            iteration: 1,
+            cancel: &redraft_core::CancelFlag::new(),
+        })
+        .await
+        .unwrap();
     assert!(v.passed);
-    let v = ev.evaluate(EvalInput { artifact: &json!("3"), context: &ctx, iteration: 1 }).await.unwrap();
+    let v = ev
+        .evaluate(EvalInput {
+            artifact: &json!("3"),
+            context: &ctx,
+            iteration: 1,
+            cancel: &redraft_core::CancelFlag::new(),
+        })
+        .await
+        .unwrap();
     assert!(!v.passed);
     assert_eq!(v.issues[0].found.as_deref(), Some(&json!("3")));
 }

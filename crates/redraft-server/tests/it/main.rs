@@ -9,6 +9,7 @@ mod api;
 mod browser;
 mod calls;
 mod cdp;
+mod checks;
 mod compat;
 mod gate;
 mod hostile_exec;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redraft_core::{
-    ArtifactRead, AttemptEnd, ChatProvider, ChatRequest, ChatResponse, Engine, EvalInput, Evaluator, ProviderError,
-    RetryStep, Verdict,
+    ArtifactRead, AttemptEnd, CancelFlag, ChatProvider, ChatRequest, ChatResponse, Engine, Issue, ProviderError,
+    RetryStep, Verdict, codes,
 };
 use serde_json::Value;
 use tokio::time::Instant;
@@ -16,6 +16,7 @@ use tracing::field::Empty;
 use tracing::{Instrument, Span, info_span, warn};
 
 use super::Runner;
+use super::verdict::{CancelOnDrop, checked, off_thread};
 
 impl Runner {
     /// One attempt: propose (with transport retries), extract, evaluate. `attempt_timeout`
@@ -29,7 +30,7 @@ impl Runner {
         engine: &Engine,
         iteration: u32,
         request: &ChatRequest,
-        context: &Value,
+        context: &Arc<Value>,
         deadline: Option<Instant>,
     ) -> Result<AttemptEnd, ProviderError> {
         let provider = provider.ok_or_else(|| ProviderError::Failed { message: "no proposer is configured".into() })?;
@@ -43,39 +44,91 @@ impl Runner {
             Err(ProviderError::ResponseTooLarge { limit, .. }) => return Ok(AttemptEnd::ResponseTooLarge { limit }),
             Err(error) => return Err(error),
         };
-        let judged = tokio::time::timeout(left, self.judge(engine, iteration, response, context)).await;
-        Ok(judged.unwrap_or(AttemptEnd::TimedOut))
+        Ok(self.judge(engine, iteration, response, context, left).await)
     }
 
-    /// Find the artifact in an answer and evaluate it.
-    async fn judge(&self, engine: &Engine, iteration: u32, response: ChatResponse, context: &Value) -> AttemptEnd {
+    /// Find the artifact in an answer and evaluate it, within `budget` (what the call left of
+    /// the attempt's time). Reading the answer and the evaluators that compute run off the
+    /// threads that serve requests, and are told to stop when the budget runs out or this
+    /// future is dropped (the run was cancelled or ran out of wall time). An answer not checked
+    /// within the budget is rejected unchecked with a `check_timeout` issue, and recorded.
+    async fn judge(
+        &self,
+        engine: &Engine,
+        iteration: u32,
+        response: ChatResponse,
+        context: &Arc<Value>,
+        budget: Duration,
+    ) -> AttemptEnd {
+        let cancel = CancelFlag::new();
+        let _stop = CancelOnDrop(cancel.clone());
+        let deadline = Instant::now() + budget;
         let read = match &self.artifact_source {
-            None => engine.read_artifact(&response.text),
-            Some(source) => match source.artifact(&response.text, iteration).await {
-                Ok(artifact) => {
+            None => {
+                let reader = engine.reader();
+                let text = response.text.clone();
+                match tokio::time::timeout_at(deadline, off_thread(move || reader.read(&text))).await {
+                    Ok(Ok(read)) => read,
+                    Ok(Err(message)) => {
+                        let issue =
+                            Issue::new("", codes::EVALUATOR_ERROR, format!("reading the answer failed: {message}"));
+                        ArtifactRead { artifact: None, extraction: None, repairs: Vec::new(), issue: Some(issue) }
+                    }
+                    Err(_) => return unchecked(response, None, budget),
+                }
+            }
+            Some(source) => match tokio::time::timeout_at(deadline, source.artifact(&response.text, iteration)).await {
+                Ok(Ok(artifact)) => {
                     ArtifactRead { artifact: Some(artifact), extraction: None, repairs: Vec::new(), issue: None }
                 }
-                Err(e) => {
+                Ok(Err(e)) => {
                     ArtifactRead { artifact: None, extraction: None, repairs: Vec::new(), issue: Some(e.to_issue()) }
                 }
+                Err(_) => return unchecked(response, None, budget),
             },
         };
-        self.judged(read, response, context, iteration).await
+        self.judged_by(read, response, context, iteration, deadline, budget, &cancel).await
     }
 
-    /// An answer whose artifact is read: evaluated when there is one.
+    /// An answer whose artifact is read: evaluated when there is one, within `budget` (see
+    /// [`Runner::judge`]).
     pub(super) async fn judged(
         &self,
         read: ArtifactRead,
         response: ChatResponse,
-        context: &Value,
+        context: &Arc<Value>,
         iteration: u32,
+        budget: Duration,
     ) -> AttemptEnd {
-        let verdict = match &read.artifact {
-            Some(artifact) => Some(verdict(&self.evaluators, artifact, context, iteration).await),
-            None => None,
+        let cancel = CancelFlag::new();
+        let _stop = CancelOnDrop(cancel.clone());
+        self.judged_by(read, response, context, iteration, Instant::now() + budget, budget, &cancel).await
+    }
+
+    /// An answer whose artifact is read, evaluated by `deadline` under `cancel`.
+    #[allow(clippy::too_many_arguments)]
+    async fn judged_by(
+        &self,
+        mut read: ArtifactRead,
+        response: ChatResponse,
+        context: &Arc<Value>,
+        iteration: u32,
+        deadline: Instant,
+        budget: Duration,
+        cancel: &CancelFlag,
+    ) -> AttemptEnd {
+        let Some(artifact) = read.artifact.take().map(Arc::new) else {
+            return AttemptEnd::Answered { response, read, verdict: None };
         };
-        AttemptEnd::Answered { response, read, verdict }
+        let checking = checked(&self.evaluators, &artifact, context, iteration, cancel);
+        let verdict = tokio::time::timeout_at(deadline, checking).await;
+        cancel.cancel();
+        // The evaluators are done with it (unless some are still being stopped).
+        read.artifact = Some(Arc::try_unwrap(artifact).unwrap_or_else(|shared| (*shared).clone()));
+        match verdict {
+            Ok(verdict) => AttemptEnd::Answered { response, read, verdict: Some(verdict) },
+            Err(_) => unchecked(response, Some(read), budget),
+        }
     }
 
     /// Make a call to `provider`, retrying transport failures as the retry policy decides.
@@ -156,35 +209,26 @@ impl<T> Usage for Option<T> {
     }
 }
 
-/// Run every evaluator on `artifact`, each in its span, and combine their verdicts: how an
-/// attempt is judged, and how a check outside a run (MCP `validate`) judges too.
-pub async fn verdict(evaluators: &[Arc<dyn Evaluator>], artifact: &Value, context: &Value, iteration: u32) -> Verdict {
-    let input = EvalInput { artifact, context, iteration };
-    let mut outcomes = Vec::with_capacity(evaluators.len());
-    for evaluator in evaluators {
-        let span = info_span!(
-            "evaluator",
-            redraft.evaluator = evaluator.name(),
-            redraft.iteration = i64::from(iteration),
-            redraft.score = Empty,
-            redraft.passed = Empty,
-            error.type = Empty,
-            otel.status_code = Empty,
-        );
-        let outcome = evaluator.evaluate(input).instrument(span.clone()).await;
-        match &outcome {
-            Ok(verdict) => span.record("redraft.score", verdict.score.get()).record("redraft.passed", verdict.passed),
-            Err(_) => span.record("error.type", "evaluator_error").record("otel.status_code", "ERROR"),
-        };
-        let outcome = outcome.map(|mut verdict| {
-            for issue in &mut verdict.issues {
-                issue.evaluator.get_or_insert_with(|| evaluator.name().into());
-            }
-            verdict
-        });
-        outcomes.push(outcome);
+/// How an attempt ends when its answer could not be checked within `budget`: rejected
+/// unchecked with a `check_timeout` issue, the answer kept (and the artifact, when it was read).
+fn unchecked(response: ChatResponse, read: Option<ArtifactRead>, budget: Duration) -> AttemptEnd {
+    let issue = Issue::new(
+        "",
+        codes::CHECK_TIMEOUT,
+        format!(
+            "the answer could not be checked in the {} left of the attempt (`attempt_timeout`) and was rejected unchecked: give a shorter, simpler answer",
+            redraft_core::duration::format(budget)
+        ),
+    );
+    match read {
+        Some(read) if read.artifact.is_some() => {
+            AttemptEnd::Answered { response, read, verdict: Some(Verdict::from_issues(vec![issue])) }
+        }
+        _ => {
+            let read = ArtifactRead { artifact: None, extraction: None, repairs: Vec::new(), issue: Some(issue) };
+            AttemptEnd::Answered { response, read, verdict: None }
+        }
     }
-    redraft_core::evaluator::combine(outcomes)
 }
 
 /// The span of one call to the proposer, with the OpenTelemetry GenAI attributes known before

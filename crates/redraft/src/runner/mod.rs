@@ -5,7 +5,9 @@
 //!
 //! - `builder`: [`RunnerBuilder`], which checks everything before a model is called;
 //! - `attempt`: one attempt — the proposer called with transport retries, the answer read,
-//!   the evaluators run;
+//!   the evaluators run, within what is left of the attempt's time;
+//! - `verdict`: the evaluators run on an artifact, those that compute on blocking threads,
+//!   under a cancellation flag set when the verdict is no longer wanted;
 //! - `call`: one call to the proposer outside a run;
 //! - `submitted`: runs whose proposer is outside (an agent submitting its own work).
 
@@ -13,6 +15,7 @@ mod attempt;
 mod builder;
 mod call;
 mod submitted;
+mod verdict;
 
 use std::sync::Arc;
 
@@ -26,9 +29,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::field::Empty;
 use tracing::{Instrument, Span, info, info_span};
 
-pub use self::attempt::verdict;
 pub use self::builder::RunnerBuilder;
 pub use self::submitted::{SUBMITTED_FEEDBACK_TEMPLATE, Submission, SubmittedRun, artifact_of};
+pub use self::verdict::verdict;
 use crate::error::ConfigError;
 
 /// A configured loop: a proposer, evaluators and a policy. Cheap to share; each
@@ -189,7 +192,7 @@ impl Runner {
         options: RunOptions,
     ) -> Result<(Live, Option<ProviderError>), ConfigError> {
         let RunOptions { restore, answers, cancel, .. } = options;
-        let context = task.context.clone().unwrap_or(Value::Null);
+        let context = Arc::new(task.context.clone().unwrap_or(Value::Null));
         let mut live = Live::new(run_id, self.engine(task, restore, answers)?);
         let deadline = live.engine.plan().policy.max_wall_time.map(|d| live.start + d);
         let mut provider_error = None;

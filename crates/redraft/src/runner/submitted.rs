@@ -4,6 +4,8 @@
 //! notices repeats, writes the feedback and decides the halt — only nobody is asked: the
 //! runner waits for the next submission instead of calling a model.
 
+use std::sync::Arc;
+
 use redraft_core::prompt::pretty;
 use redraft_core::{
     ArtifactRead, AttemptRecord, AttemptStatus, ChatResponse, Issue, Next, RunResult, Task, Usage, codes, extract,
@@ -12,6 +14,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::verdict::off_thread;
 use super::{Live, Runner, new_run_id};
 use crate::error::ConfigError;
 
@@ -137,7 +140,12 @@ impl SubmittedRun {
             Value::String(text) => text.clone(),
             other => pretty(other),
         };
-        let read = read(answer, live.engine.plan().schema.as_deref());
+        // Off the threads that serve requests, like a model's answer.
+        let schema = live.engine.plan().schema.clone();
+        let read = off_thread(move || read(answer, schema.as_deref())).await.unwrap_or_else(|message| {
+            let issue = Issue::new("", codes::EVALUATOR_ERROR, format!("reading the answer failed: {message}"));
+            ArtifactRead { artifact: None, extraction: None, repairs: Vec::new(), issue: Some(issue) }
+        });
         let response = ChatResponse {
             text: raw,
             usage: Some(Usage { input_tokens: 0, output_tokens: 0 }),
@@ -145,7 +153,9 @@ impl SubmittedRun {
             cost_usd: None,
             served_model: None,
         };
-        let end = runner.judged(read, response, context, iteration).instrument(span).await;
+        let context = Arc::new(context.clone());
+        let budget = live.engine.plan().policy.attempt_timeout;
+        let end = runner.judged(read, response, &context, iteration, budget).instrument(span).await;
         let (record, next) = live.settle(runner, begun, 0, end, &CancellationToken::new()).await;
         let feedback = match (&next, &record) {
             // The engine has prepared the feedback for the next attempt: the conversation's

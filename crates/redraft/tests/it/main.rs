@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_debug_implementations)] // test code
 
 mod architecture;
+mod checks;
 mod leases;
 mod openai;
 mod paused;

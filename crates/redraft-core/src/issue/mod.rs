@@ -1,7 +1,14 @@
 //! Issues: one problem found in an artifact, and verdicts: an evaluator's judgement.
 
+mod bounded;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+pub use self::bounded::{
+    BoundedIssues, MAX_ISSUES_PER_ATTEMPT, MAX_MESSAGE_CHARS, MAX_PATH_CHARS, MAX_VALUE_CHARS, bounded, json_within,
+    too_many_issues,
+};
 
 /// How serious an issue is. An issue without a severity counts as an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -28,6 +35,12 @@ pub mod codes {
     pub const SCHEMA_ECHO: &str = "schema_echo";
     /// The answer is larger than the proposer's `max_response_bytes` and was not read.
     pub const RESPONSE_TOO_LARGE: &str = "response_too_large";
+    /// More issues were found than an attempt keeps ([`super::MAX_ISSUES_PER_ATTEMPT`]): this
+    /// last issue says how many more (its `found` value is that number).
+    pub const TOO_MANY_ISSUES: &str = "too_many_issues";
+    /// The answer could not be checked within what was left of the attempt's time: the checks
+    /// were stopped and the answer rejected unchecked.
+    pub const CHECK_TIMEOUT: &str = "check_timeout";
 }
 
 /// One problem found in an artifact.
@@ -202,10 +215,12 @@ impl Verdict {
     }
 
     /// Combine the verdicts of several evaluators: the score is the minimum, the run passes
-    /// when all pass, issues are concatenated, costs summed (unknown when any is unknown).
+    /// when all pass, issues are concatenated — the first [`MAX_ISSUES_PER_ATTEMPT`] kept, the
+    /// rest counted (see [`BoundedIssues`]) —, costs summed (unknown when any is unknown).
     /// No verdict at all is a pass.
     pub fn combine(verdicts: impl IntoIterator<Item = Verdict>) -> Verdict {
         let mut out = Verdict::pass();
+        let mut issues = BoundedIssues::new();
         let mut any_cost = false;
         let mut cost = 0.0;
         for v in verdicts {
@@ -213,13 +228,14 @@ impl Verdict {
                 out.score = v.score;
             }
             out.passed &= v.passed;
-            out.issues.extend(v.issues);
+            issues.extend(v.issues);
             out.wall_ms = out.wall_ms.max(v.wall_ms);
             if let Some(c) = v.cost_usd {
                 any_cost = true;
                 cost += c;
             }
         }
+        out.issues = issues.finish();
         out.cost_usd = any_cost.then_some(cost);
         out
     }
