@@ -73,7 +73,7 @@ pub fn placeholder_paths(value: &Value, placeholders: &[&'static str]) -> Vec<(S
 /// placeholder (`"<string>"`, `0`, `false`), the first enum value, or the schema's own
 /// example or default. `$ref`s into `$defs`/`definitions` are followed a bounded depth.
 pub fn skeleton(schema: &Value) -> Value {
-    skeleton_at(schema, schema, 0, false)
+    skeleton_at(schema, &mut Walk::new(schema, false), 0)
 }
 
 /// The skeleton shown to a model: like [`skeleton`], but a number or boolean is shown as a
@@ -99,7 +99,7 @@ pub fn skeleton_value_text(value: &Value) -> String {
 /// The skeleton generated from `schema` with bare placeholders (`"<integer>"` for a number),
 /// as a value: what [`skeleton_text`] renders.
 pub fn bare_skeleton(schema: &Value) -> Value {
-    skeleton_at(schema, schema, 0, true)
+    skeleton_at(schema, &mut Walk::new(schema, true), 0)
 }
 
 /// The example `skeleton` with what is known filled in: each placeholder whose place holds a
@@ -210,17 +210,46 @@ fn fits(shape: &Value, value: &Value) -> bool {
     }
 }
 
-fn skeleton_at(node: &Value, root: &Value, depth: usize, bare: bool) -> Value {
-    if depth > 8 {
+/// Most values in one skeleton: a schema whose properties refer back to itself would otherwise
+/// make a skeleton (and the prompt showing it) grow as a power of its size.
+const MAX_NODES: usize = 500;
+
+/// What the generation of one skeleton keeps track of: the schema's root, the `$ref`s being
+/// expanded on the way down (one met again is recursion, shown as `null`), and the values
+/// still allowed.
+struct Walk<'a> {
+    root: &'a Value,
+    bare: bool,
+    expanding: Vec<&'a str>,
+    nodes_left: usize,
+}
+
+impl<'a> Walk<'a> {
+    fn new(root: &'a Value, bare: bool) -> Self {
+        Self { root, bare, expanding: Vec::new(), nodes_left: MAX_NODES }
+    }
+}
+
+fn skeleton_at<'a>(node: &'a Value, walk: &mut Walk<'a>, depth: usize) -> Value {
+    if depth > 8 || walk.nodes_left == 0 {
         return Value::Null;
     }
+    walk.nodes_left -= 1;
     let Some(obj) = node.as_object() else {
         return Value::Null;
     };
+    let root = walk.root;
+    let bare = walk.bare;
     if let Some(r) = obj.get("$ref").and_then(Value::as_str)
         && let Some(target) = r.strip_prefix('#').and_then(|p| root.pointer(p))
     {
-        return skeleton_at(target, root, depth + 1, bare);
+        if walk.expanding.contains(&r) {
+            return Value::Null;
+        }
+        walk.expanding.push(r);
+        let value = skeleton_at(target, walk, depth + 1);
+        walk.expanding.pop();
+        return value;
     }
     for key in ["const", "default"] {
         if let Some(v) = obj.get(key) {
@@ -239,7 +268,7 @@ fn skeleton_at(node: &Value, root: &Value, depth: usize, bare: bool) -> Value {
             .and_then(Value::as_array)
             .and_then(|a| a.iter().find(|s| s.get("type").and_then(Value::as_str) != Some("null")))
         {
-            return skeleton_at(first, root, depth + 1, bare);
+            return skeleton_at(first, walk, depth + 1);
         }
     }
     let ty = match obj.get("type") {
@@ -254,13 +283,13 @@ fn skeleton_at(node: &Value, root: &Value, depth: usize, bare: bool) -> Value {
             let mut out = Map::new();
             if let Some(props) = obj.get("properties").and_then(Value::as_object) {
                 for (name, sub) in props {
-                    out.insert(name.clone(), skeleton_at(sub, root, depth + 1, bare));
+                    out.insert(name.clone(), skeleton_at(sub, walk, depth + 1));
                 }
             }
             Value::Object(out)
         }
         Some("array") => match obj.get("items") {
-            Some(items) if items.is_object() => Value::Array(vec![skeleton_at(items, root, depth + 1, bare)]),
+            Some(items) if items.is_object() => Value::Array(vec![skeleton_at(items, walk, depth + 1)]),
             _ => Value::Array(Vec::new()),
         },
         Some("string") => Value::String(match obj.get("format").and_then(Value::as_str) {
@@ -281,6 +310,29 @@ fn skeleton_at(node: &Value, root: &Value, depth: usize, bare: bool) -> Value {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_schema_referring_to_itself_gives_a_small_skeleton() {
+        // Forty properties each referring back to the whole schema: every level would multiply
+        // the skeleton by forty.
+        let properties: Map<String, Value> = (0..40).map(|i| (format!("p{i}"), json!({"$ref": "#"}))).collect();
+        let schema = json!({"type": "object", "properties": properties});
+        let value = bare_skeleton(&schema);
+        assert_eq!(value.as_object().map(Map::len), Some(40));
+        // A reference is expanded once on a path: below it, the recursion shows as `null`.
+        let inner = &value["p0"];
+        assert!(inner.as_object().is_some_and(|m| m.values().all(Value::is_null)), "{inner}");
+        let text = skeleton_text(&schema).0;
+        assert!(text.len() < 20_000, "{} bytes", text.len());
+        // Wide and deep without recursion: bounded too.
+        let mut wide = json!({"type": "string"});
+        for _ in 0..4 {
+            let properties: Map<String, Value> = (0..10).map(|i| (format!("k{i}"), wide.clone())).collect();
+            wide = json!({"type": "object", "properties": properties});
+        }
+        let text = skeleton_text(&wide).0;
+        assert!(text.len() < 20_000, "{} bytes", text.len());
+    }
 
     #[test]
     fn skeleton_fills_placeholders_and_follows_refs() {

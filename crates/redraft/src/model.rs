@@ -125,6 +125,12 @@ impl Config {
                     key: format!("providers.{key}.command"),
                     message: "a command provider needs `command = \"…\"` (run with `sh -c`; `{prompt}` is replaced by the quoted prompt)".into(),
                 })?;
+                prompt_stands_alone(&command).map_err(|why| ConfigError::Invalid {
+                    key: format!("providers.{key}.command"),
+                    message: format!(
+                        "{why}: `{{prompt}}` is replaced by the prompt quoted for the shell, so it must be a word of its own, outside any quotes or substitution (e.g. `claude -p {{prompt}}`); inside quotes, the prompt's text would run as shell code"
+                    ),
+                })?;
                 let sandbox = command_sandbox(self, key, p)?;
                 Arc::new(
                     CommandProvider::new(
@@ -209,6 +215,42 @@ fn command_sandbox(config: &Config, name: &str, provider: &ProviderConfig) -> Re
     Ok(sandbox)
 }
 
+/// Checks that every `{prompt}` in a command template stands as a word of its own: unquoted,
+/// not escaped, outside any `$(…)`, `${…}` or backticks, between blanks or operators. The prompt
+/// replaces it already quoted, which is safe only there.
+fn prompt_stands_alone(template: &str) -> Result<(), String> {
+    const PLACEHOLDER: &str = "{prompt}";
+    let bytes = template.as_bytes();
+    let (mut single, mut double, mut nested) = (false, false, 0usize);
+    let mut i = 0;
+    while i < bytes.len() {
+        if template[i..].starts_with(PLACEHOLDER) {
+            let before = i.checked_sub(1).map(|j| bytes[j]);
+            let after = bytes.get(i + PLACEHOLDER.len()).copied();
+            let boundary = |b: Option<u8>| b.is_none_or(|b| b.is_ascii_whitespace() || b";&|()<>".contains(&b));
+            if single || double || nested > 0 || !boundary(before) || !boundary(after) {
+                return Err(format!("`{{prompt}}` stands inside a word, quotes or a substitution at byte {i}"));
+            }
+            i += PLACEHOLDER.len();
+            continue;
+        }
+        match bytes[i] {
+            b'\\' if !single => i += 1,
+            b'\'' if !double => single = !single,
+            b'"' if !single => double = !double,
+            b'`' if !single => nested = if nested > 0 { nested - 1 } else { 1 },
+            b'$' if !single && matches!(bytes.get(i + 1), Some(b'(' | b'{')) => {
+                nested += 1;
+                i += 1;
+            }
+            b')' | b'}' if !single && nested > 0 => nested -= 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
 /// Whether a variable's name says it holds a credential (`…_API_KEY`, `…_TOKEN`, …).
 fn names_a_credential(name: &str) -> bool {
     let name = name.to_ascii_uppercase();
@@ -227,6 +269,32 @@ fn response_limit(name: &str, provider: Option<&ProviderConfig>) -> Result<usize
         }),
         Some(bytes) => Ok(bytes),
         None => Ok(redraft_providers::DEFAULT_MAX_RESPONSE_BYTES),
+    }
+}
+
+#[cfg(test)]
+mod prompt_tests {
+    use super::prompt_stands_alone;
+
+    #[test]
+    fn the_prompt_placeholder_must_be_a_word_of_its_own() {
+        for ok in
+            ["claude -p {prompt}", "agent {prompt} --fast", "a;{prompt}", "x '{y}' {prompt}", "echo \"a\" {prompt}"]
+        {
+            assert!(prompt_stands_alone(ok).is_ok(), "{ok}");
+        }
+        for refused in [
+            "agent \"{prompt}\"",
+            "agent '{prompt}'",
+            "agent --text={prompt}",
+            "agent $(echo {prompt})",
+            "agent `echo {prompt}`",
+            "agent ${X:-{prompt}}",
+            "agent x{prompt}",
+            "sh -c \"agent {prompt}\"",
+        ] {
+            assert!(prompt_stands_alone(refused).is_err(), "{refused}");
+        }
     }
 }
 
