@@ -122,7 +122,9 @@ async fn a_check_past_the_attempt_time_is_recorded_and_not_done_again_when_the_r
     let run_id = redraft::new_run_id();
     let how = Start { run_id: Some(run_id.clone()), ..Start::default() };
     let runner1 = runner(&[r#"{"n": 1}"#], first.clone(), policy.clone());
-    let result = recorder::start_prepared(&spec, redraft::core::Origin::Cli, runner1, Task::from("go"), &worker, how).await.unwrap();
+    let result = recorder::start_prepared(&spec, redraft::core::Origin::Cli, runner1, Task::from("go"), &worker, how)
+        .await
+        .unwrap();
     let attempt = &result.history[0];
     assert_eq!(attempt.status, AttemptStatus::Rejected);
     assert_eq!(attempt.issues.len(), 1);
