@@ -25,7 +25,7 @@ pub(crate) fn register_credentials(api_key: Option<&str>, base_url: &str) {
     if let Some(key) = api_key {
         redraft_core::secrets::register(key);
     }
-    redraft_core::secrets::register_url_password(base_url);
+    redraft_core::secrets::register_url(base_url);
 }
 
 /// An HTTP client bounded by `request_timeout` (10 s to connect), shared by every provider with

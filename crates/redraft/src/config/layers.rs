@@ -103,7 +103,7 @@ impl Config {
         // error naming the URL show `[redacted]`.
         let urls = config.database_url.iter().chain(config.providers.values().filter_map(|p| p.base_url.as_ref()));
         for url in urls {
-            redraft_core::secrets::register_url_password(url);
+            redraft_core::secrets::register_url(url);
         }
         Ok(Loaded { config, origins })
     }
