@@ -143,6 +143,7 @@ use crate::args::{Cli, Command};
 use crate::commands::Outcome;
 
 fn main() -> ExitCode {
+    redacted::install_panic_hook();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
