@@ -112,7 +112,8 @@ fn check(name: &str, stream: &[u8]) {
 
 #[test]
 fn a_secret_streamed_piece_by_piece_is_redacted_in_any_field() {
-    let fields: [(&str, fn(&str) -> Value); 8] = [
+    type Build = fn(&str) -> Value;
+    let fields: [(&str, Build); 8] = [
         ("content", |p| json!({"index": 0, "delta": {"content": p}})),
         ("reasoning", |p| json!({"index": 0, "delta": {"reasoning": p}})),
         ("thinking", |p| json!({"index": 0, "delta": {"thinking": p}})),
@@ -175,7 +176,7 @@ fn a_whole_completion_is_redacted_across_its_parts() {
     ]}, "finish_reason": "stop"}]});
     assert!(redact_completion(&mut completion));
     let text = completion.to_string();
-    let texts = rebuilt(&[text.clone()]);
+    let texts = rebuilt(std::slice::from_ref(&text));
     assert_eq!(texts["0/message/content/*/text"], "The key is [redacted], and sk-x.", "{text}");
     assert_eq!(texts["0/message/tool_calls/*/function/arguments"], "{\"k\": \"[redacted]\"}", "{text}");
     assert_eq!(completion["choices"][0]["message"]["role"], "assistant");
