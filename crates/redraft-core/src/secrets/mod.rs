@@ -503,6 +503,20 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_never_leaves_part_of_a_secret() {
+        register("core-cut-test-HHHHHHHH");
+        let text = format!("{}core-cut-test-HHHHHHHH{}", "a".repeat(50), "z".repeat(50));
+        for max in 0..text.len() {
+            let (head, _) = crate::prompt::truncate_chars(&text, max);
+            let middle = crate::diagnostics::cut_middle(&text, max);
+            for cut in [head, middle] {
+                assert!(!cut.contains("core-cut"), "{max}: {cut}");
+                assert!(!cut.contains("HHHH"), "{max}: {cut}");
+            }
+        }
+    }
+
+    #[test]
     fn a_secret_split_across_pieces_is_still_found() {
         register("core-test-EEEEEEEEEEEE");
         let text = b"data: {\"x\": \"core-test-EEEEEEEEEEEE\"}\n\ndata: [DONE]\n\n";
