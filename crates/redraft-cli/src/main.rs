@@ -143,6 +143,7 @@ use crate::args::{Cli, Command};
 use crate::commands::Outcome;
 
 fn main() -> ExitCode {
+    redacted::install_panic_hook();
     // Before anything holds a key: the commands redraft starts run as the same user, and must not
     // read redraft's environment or memory through /proc.
     if let Err(e) = redraft::sandbox::keep_this_process_private() {

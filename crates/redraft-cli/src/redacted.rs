@@ -73,6 +73,36 @@ pub fn eprint(args: fmt::Arguments<'_>) {
     let _ = stderr().write_fmt(args);
 }
 
+/// Report panics on stderr through the redaction (the default hook writes straight to stderr,
+/// and a panic's message may quote a value that holds a secret). A backtrace is added as the
+/// default hook adds it (`RUST_BACKTRACE`).
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let mut err = stderr();
+        let _ = err.write_all(panic_report(info).as_bytes());
+        let _ = err.flush();
+    }));
+}
+
+/// What a panic reports: the thread, the place, the message and, when asked for, the backtrace.
+fn panic_report(info: &std::panic::PanicHookInfo<'_>) -> String {
+    let payload = info.payload();
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "Box<dyn Any>".to_owned());
+    let thread = std::thread::current();
+    let name = thread.name().unwrap_or("<unnamed>");
+    let place = info.location().map(|l| format!(" at {}:{}:{}", l.file(), l.line(), l.column())).unwrap_or_default();
+    let backtrace = std::backtrace::Backtrace::capture();
+    let backtrace = match backtrace.status() {
+        std::backtrace::BacktraceStatus::Captured => format!("stack backtrace:\n{backtrace}"),
+        _ => "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n".to_owned(),
+    };
+    secrets::redact_string(format!("\nthread '{name}' panicked{place}:\n{message}\n{backtrace}"))
+}
+
 /// Where log lines go: stderr, redacted (text and JSON logs alike; each line is one write).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LogWriter;
@@ -88,6 +118,22 @@ impl<'a> MakeWriter<'a> for LogWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_panic_is_reported_without_the_secrets_it_quotes() {
+        static REPORT: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+        secrets::register("sk-cli-panic-test-7788");
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|info| {
+            *REPORT.lock().unwrap_or_else(|e| e.into_inner()) = panic_report(info);
+        }));
+        let caught = std::panic::catch_unwind(|| panic!("cannot use key sk-cli-panic-test-7788"));
+        std::panic::set_hook(previous);
+        assert!(caught.is_err());
+        let report = REPORT.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        assert!(report.contains("panicked at") && report.contains("cannot use key [redacted]"), "{report}");
+        assert!(!report.contains("sk-cli-panic-test-7788"), "{report}");
+    }
 
     #[test]
     fn what_is_written_in_pieces_is_redacted_whole() {

@@ -89,8 +89,11 @@ fn text_chars(issue: &Issue) -> usize {
 }
 
 /// `text` cut to at most `max` of its characters: its head and tail around a marker saying how
-/// many characters were cut, or, below a few dozen characters, its head and the marker.
+/// many characters were cut, or, below a few dozen characters, its head and the marker. Known
+/// secrets are taken out first, so that no cut leaves part of one.
 pub fn cut_middle(text: &str, max: usize) -> String {
+    let text = crate::secrets::redact(text);
+    let text = text.as_ref();
     let total = text.chars().count();
     if total <= max {
         return text.to_owned();

@@ -50,6 +50,8 @@ impl McpSetup {
     /// the network faces' (`[server]` allow-lists, `[server.ceilings]`). A malformed allow-list
     /// entry is an error naming it.
     pub fn new(config: Config, workdir: PathBuf) -> Result<Self, ConfigError> {
+        // Every credential it names is a secret before the first message, however it was made.
+        config.register_credentials();
         let guard = Arc::new(Guard::network(Face::Mcp, &config.server)?);
         let ceilings = config.server.ceilings.clone();
         Ok(Self { config, workdir, store: None, guard, ceilings })

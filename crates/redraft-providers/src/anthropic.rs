@@ -196,7 +196,7 @@ impl ChatProvider for AnthropicProvider {
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
         let body = request_body(&self.config.model, request)
             .map_err(|message| ProviderError::Failed { message: format!("{}: {message}", self.config.name).into() })?;
-        let mut builder = self.client.post(&self.url).header("anthropic-version", API_VERSION).json(&body);
+        let mut builder = http::post_json(&self.client, &self.url, &body).header("anthropic-version", API_VERSION);
         if let Some(key) = &self.config.api_key {
             let mut value = HeaderValue::from_str(key).map_err(|_| ProviderError::Failed {
                 message: format!("the API key in `{}` is not a valid HTTP header value", self.config.api_key_env)

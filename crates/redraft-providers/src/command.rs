@@ -126,7 +126,10 @@ impl ChatProvider for CommandProvider {
     }
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
-        let prompt = request.as_prompt();
+        // The program is a model's stand-in: like a model server, it is never shown a known
+        // secret (the verifier's output fed back may hold one), on stdin, in the file or in its
+        // arguments.
+        let prompt = redraft_core::secrets::redact_string(request.as_prompt());
         let dir = tempfile::Builder::new()
             .prefix("redraft-prompt-")
             .tempdir()

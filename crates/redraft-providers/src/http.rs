@@ -26,7 +26,26 @@ pub(crate) fn register_credentials(api_key: Option<&str>, base_url: &str) {
     if let Some(key) = api_key {
         redraft_core::secrets::register(key);
     }
-    redraft_core::secrets::register_url_password(base_url);
+    redraft_core::secrets::register_url(base_url);
+}
+
+/// A POST of `body` to `url`: the one way a request reaches a model server, so that no known
+/// secret ([`redraft_core::secrets`]) ever does — a verifier's output fed back, an answer echoed
+/// in the conversation, a pass-through body are all redacted here. Headers are the caller's
+/// (the API key goes there, untouched).
+pub(crate) fn post_json(client: &reqwest::Client, url: &str, body: &Value) -> reqwest::RequestBuilder {
+    client.post(url).header(reqwest::header::CONTENT_TYPE, "application/json").body(redacted_json(body))
+}
+
+/// `body` serialized, with every known secret in its strings (and keys) replaced.
+fn redacted_json(body: &Value) -> Vec<u8> {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    if !redraft_core::secrets::contains(&bytes) {
+        return bytes;
+    }
+    let mut body = body.clone();
+    redraft_core::secrets::redact_json(&mut body);
+    serde_json::to_vec(&body).unwrap_or_default()
 }
 
 /// An HTTP client bounded by `request_timeout` (10 s to connect), shared by every provider with
@@ -162,8 +181,10 @@ pub(crate) fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     cause.to_string()
 }
 
-/// At most 300 characters of `text`, trimmed, with `…` when cut.
+/// At most 300 characters of `text`, trimmed, with `…` when cut. Known secrets are taken out
+/// first: a cut through one would leave its start, which no later redaction recognises.
 pub(crate) fn truncate(text: &str) -> String {
+    let text = redraft_core::secrets::redact(text);
     let text = text.trim();
     match text.char_indices().nth(300) {
         Some((i, _)) => format!("{}…", &text[..i]),

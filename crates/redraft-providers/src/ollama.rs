@@ -210,7 +210,8 @@ impl ChatProvider for OllamaProvider {
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
         let body = request_body(&self.config.model, request);
-        let response = self.client.post(&self.url).json(&body).send().await.map_err(|e| self.transport_error(&e))?;
+        let response =
+            http::post_json(&self.client, &self.url, &body).send().await.map_err(|e| self.transport_error(&e))?;
         let answer = http::read_bounded(&self.url, response, self.config.max_response_bytes).await?;
         if !answer.status.is_success() {
             return Err(self.status_error(answer.status, &answer.headers, &answer.text()));

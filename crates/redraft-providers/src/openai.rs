@@ -136,7 +136,7 @@ impl OpenAiProvider {
 
     /// POST `body` and read the JSON answer (an error status is an error).
     async fn post(&self, body: &Value) -> Result<Value, ProviderError> {
-        let mut http = self.client.post(&self.url).json(body);
+        let mut http = http::post_json(&self.client, &self.url, body);
         if let Some(key) = &self.config.api_key {
             http = http.bearer_auth(key);
         }
@@ -152,7 +152,7 @@ impl OpenAiProvider {
     /// streams in (an error status is an error, read whole; a server that answers JSON instead
     /// of events did not stream: its answer is read whole).
     async fn post_streamed(&self, body: &Value) -> Result<Forwarded, ProviderError> {
-        let mut http = self.client.post(&self.url).json(body);
+        let mut http = http::post_json(&self.client, &self.url, body);
         if let Some(key) = &self.config.api_key {
             http = http.bearer_auth(key);
         }

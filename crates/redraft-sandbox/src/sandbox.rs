@@ -22,7 +22,8 @@ pub struct Sandbox {
     /// The working directory, overriding [`Command::workdir`](crate::Command::workdir) (a relative
     /// path is taken relative to it). By default, the command's.
     pub workdir: Option<PathBuf>,
-    /// Variables passed through besides [`PASSED_ENV`]. By default, none.
+    /// Variables passed through besides [`PASSED_ENV`]. redraft treats each value as a secret
+    /// (`[redacted]` in everything it writes out), whatever the variable's name. By default, none.
     pub env: Vec<String>,
     /// CPU time limit in seconds (`RLIMIT_CPU`); the command is killed when it is used up. By default, unlimited.
     pub cpu_seconds: Option<u64>,

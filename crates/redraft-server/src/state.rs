@@ -121,6 +121,8 @@ impl AppState {
         for token in &tokens {
             redraft::core::secrets::register(token);
         }
+        // And every credential the config names, however it was made, before any request.
+        config.register_credentials();
         let kinds = if config.kinds_dir.is_dir() { Some(Arc::new(Kinds::load(&config.kinds_dir)?)) } else { None };
         let guard = Arc::new(Guard::network(Face::Http, &config.server)?);
         let slots = config.server.max_concurrent_runs;

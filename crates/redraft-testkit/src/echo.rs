@@ -36,6 +36,12 @@ impl EchoingOpenAi {
         self.server.received_requests().await.map_or(0, |r| r.len())
     }
 
+    /// The bodies received, in order, as sent (to check what a model server was shown).
+    pub async fn bodies(&self) -> Vec<String> {
+        let requests = self.server.received_requests().await.unwrap_or_default();
+        requests.iter().map(|r| String::from_utf8_lossy(&r.body).into_owned()).collect()
+    }
+
     /// The `Authorization` headers received, in order (to check the key was sent at all).
     pub async fn authorizations(&self) -> Vec<String> {
         let requests = self.server.received_requests().await.unwrap_or_default();
@@ -68,7 +74,7 @@ fn answer(request: &Request) -> ResponseTemplate {
         ];
         let mut text: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
         text.push_str("data: [DONE]\n\n");
-        return ResponseTemplate::new(200).insert_header("content-type", "text/event-stream").set_body_string(text);
+        return ResponseTemplate::new(200).set_body_raw(text, "text/event-stream");
     }
     crate::reply(&content)
 }

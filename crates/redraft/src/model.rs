@@ -189,8 +189,8 @@ fn api_key(name: &str) -> Option<String> {
 /// The sandbox of the command provider `[providers.NAME]`: its named sandbox, or none but a
 /// clean environment — on every face, the command gets only the variables the config names
 /// (`PATH`, `HOME`, `LANG`, the sandbox's `env` and `pass_env`; redraft adds its own
-/// `REDRAFT_*` for the command). A passed variable whose name says it holds a credential is a
-/// known secret: the command may be given it, never echo it into a result.
+/// `REDRAFT_*` for the command). Every passed variable (but `PATH`, `HOME`, `LANG`) is a known
+/// secret, whatever its name: the command may be given it, never echo it into a result.
 fn command_sandbox(config: &Config, name: &str, provider: &ProviderConfig) -> Result<Sandbox, ConfigError> {
     let mut sandbox = match provider.sandbox.as_ref() {
         Some(spec) => config.sandbox(spec)?,
@@ -207,11 +207,7 @@ fn command_sandbox(config: &Config, name: &str, provider: &ProviderConfig) -> Re
             sandbox.env.push(variable.clone());
         }
     }
-    for variable in sandbox.env.iter().filter(|v| names_a_credential(v)) {
-        if let Ok(value) = std::env::var(variable) {
-            redraft_core::secrets::register(&value);
-        }
-    }
+    crate::config::register_passed_variables(&sandbox.env);
     Ok(sandbox)
 }
 
@@ -249,12 +245,6 @@ fn prompt_stands_alone(template: &str) -> Result<(), String> {
         i += 1;
     }
     Ok(())
-}
-
-/// Whether a variable's name says it holds a credential (`…_API_KEY`, `…_TOKEN`, …).
-fn names_a_credential(name: &str) -> bool {
-    let name = name.to_ascii_uppercase();
-    ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH"].iter().any(|word| name.contains(word))
 }
 
 /// The largest answer `[providers.NAME]` allows (by default, 4 MiB).
@@ -320,15 +310,5 @@ mod tests {
         assert_eq!(command_sandbox(&config, "plain", &config.providers["plain"]).unwrap(), Sandbox::default());
         let err = command_sandbox(&config, "bad", &config.providers["bad"]).unwrap_err().to_string();
         assert!(err.contains("providers.bad.pass_env") && err.contains("`A=B`"), "{err}");
-    }
-
-    #[test]
-    fn credentials_are_told_by_their_names() {
-        for name in ["ANTHROPIC_API_KEY", "GITHUB_TOKEN", "db_password", "AWS_SECRET_ACCESS_KEY", "NPM_AUTH"] {
-            assert!(names_a_credential(name), "{name}");
-        }
-        for name in ["CARGO_HOME", "PYTHONPATH", "LANG"] {
-            assert!(!names_a_credential(name), "{name}");
-        }
     }
 }

@@ -114,11 +114,14 @@ pub fn fence_for(text: &str) -> String {
     "`".repeat((longest + 1).max(3))
 }
 
-/// The first `max` characters of `text`, and whether anything was cut.
+/// The first `max` characters of `text`, and whether anything was cut. Known secrets are taken
+/// out first ([`crate::secrets`]): a cut through one would leave its start, which no later
+/// redaction recognises.
 pub fn truncate_chars(text: &str, max: usize) -> (String, bool) {
+    let text = crate::secrets::redact(text);
     match text.char_indices().nth(max) {
         Some((byte, _)) => (text[..byte].to_owned(), true),
-        None => (text.to_owned(), false),
+        None => (text.into_owned(), false),
     }
 }
 

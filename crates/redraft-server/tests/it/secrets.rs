@@ -80,3 +80,94 @@ async fn a_secret_split_in_a_stream_is_redacted_without_holding_the_stream_back(
     }
     assert_eq!(rest, "data: [DONE]\n\n");
 }
+
+/// Every string a client can rebuild from `events` (SSE text, any line ends): for each choice
+/// and field path (array elements as `*`), its pieces in order.
+fn rebuilt_texts(events: &str) -> std::collections::HashMap<String, String> {
+    fn walk(value: &serde_json::Value, path: String, out: &mut std::collections::HashMap<String, String>) {
+        match value {
+            serde_json::Value::String(s) => out.entry(path).or_default().push_str(s),
+            serde_json::Value::Array(items) => items.iter().for_each(|i| walk(i, format!("{path}/*"), out)),
+            serde_json::Value::Object(fields) => fields.iter().for_each(|(k, v)| walk(v, format!("{path}/{k}"), out)),
+            _ => {}
+        }
+    }
+    let normalised = events.replace("\r\n", "\n").replace('\r', "\n");
+    let mut out = std::collections::HashMap::new();
+    for event in normalised.split("\n\n") {
+        let data: Vec<&str> =
+            event.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
+        let Ok(chunk) = serde_json::from_str::<serde_json::Value>(&data.join("\n")) else { continue };
+        walk(&chunk["choices"], String::new(), &mut out);
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_passed_through_stream_is_redacted_in_every_field_however_its_events_are_written() {
+    secrets::register(SECRET);
+    let (start, end) = SECRET.split_at(11);
+    let choice = |delta: serde_json::Value| json!({"choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
+    let hostile = [
+        // Reasoning and thinking texts, CR-only line ends.
+        format!("data: {}\r\r", choice(json!({"reasoning": format!("thinking of {start}")}))),
+        format!("data: {}\r\r", choice(json!({"reasoning": format!("{end} now")}))),
+        // A key split between two tool calls, CRLF line ends.
+        format!(
+            "data: {}\r\n\r\n",
+            choice(
+                json!({"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": format!("{{\"a\": \"{start}")}}]})
+            )
+        ),
+        format!(
+            "data: {}\r\n\r\n",
+            choice(json!({"tool_calls": [{"index": 1, "function": {"name": "g", "arguments": format!("{end}\"}}")}}]}))
+        ),
+        // Logprobs tokens, the JSON spread over several `data:` lines.
+        format!(
+            "data: {{\"choices\": [{{\"index\": 0,\ndata: \"delta\": {{}}, \"logprobs\": {{\"content\": [{{\"token\": \"{start}\", \"bytes\": []}}]}}}}]}}\n\n"
+        ),
+        format!(
+            "data: {}\n\n",
+            json!({"choices": [{"index": 0, "delta": {}, "logprobs": {"content": [{"token": end}]}}]})
+        ),
+        format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})),
+        "data: [DONE]\n\n".to_owned(),
+    ];
+    let (send, events) = mpsc::unbounded_channel::<Sent>();
+    let (url, _) = streaming_backend(events).await;
+    let h = proxy_over(url).await;
+    let ask = json!({"model": "fake/m", "messages": [{"role": "user", "content": "Hi"}], "stream": true});
+    let res = h.app.clone().oneshot(request("POST", "/v1/chat/completions", Some(&ask))).await.unwrap();
+    assert_eq!(res.status(), 200);
+    for event in hostile {
+        send.send(Ok(Bytes::from(event))).unwrap();
+    }
+    drop(send);
+    let body = axum::body::to_bytes(res.into_body(), usize::MAX).await.unwrap();
+    let body = String::from_utf8(body.to_vec()).unwrap();
+    assert!(!body.contains(SECRET), "{body}");
+    let texts = rebuilt_texts(&body);
+    for (path, text) in &texts {
+        assert!(!text.contains(SECRET), "{path}: {text}\n{body}");
+    }
+    assert_eq!(texts["/*/delta/reasoning"], "thinking of [redacted] now", "{body}");
+    assert_eq!(texts["/*/delta/tool_calls/*/function/arguments"], "{\"a\": \"[redacted]\"}", "{body}");
+    assert_eq!(texts["/*/logprobs/content/*/token"], "[redacted]", "{body}");
+    assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+}
+
+#[tokio::test]
+async fn a_passed_through_answer_is_redacted_across_its_content_parts() {
+    secrets::register(SECRET);
+    let (start, end) = SECRET.split_at(11);
+    let answer = json!({"id": "c", "object": "chat.completion", "choices": [{"index": 0, "finish_reason": "stop",
+        "message": {"role": "assistant", "content": [{"type": "text", "text": format!("key {start}")}, {"type": "text", "text": format!("{end}.")}]}}]});
+    let h = harness(vec![Reply::new(200).set_body_json(answer)]).await;
+    let ask = json!({"model": "fake/m", "messages": [{"role": "user", "content": "Hi"}]});
+    let res = h.call("POST", "/v1/chat/completions", Some(ask)).await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    let parts = res.json["choices"][0]["message"]["content"].as_array().unwrap();
+    let text: String = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+    assert_eq!(text, "key [redacted].", "{}", res.text);
+}

@@ -38,7 +38,7 @@ impl PostgresStore {
     /// migrations.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
         // The password is a known secret from here on: no error, log or stored text shows it.
-        redraft_core::secrets::register_url_password(url);
+        redraft_core::secrets::register_url(url);
         let location = redact(url);
         let open_error = |message: String| StoreError::Open { location: location.clone(), message };
         let options = PgConnectOptions::from_str(url).map_err(|e| open_error(e.to_string()))?;

@@ -59,6 +59,8 @@ pub(super) fn env_tables() -> Result<Vec<(String, toml::Table)>, ConfigError> {
         if value.is_empty() || ENV_NOT_KEYS.contains(&key.as_str()) {
             continue;
         }
+        // An error below quotes the value.
+        super::credentials::register_urls_in(&value);
         let Some((_, path)) = ENV_KEYS.iter().find(|(k, _)| *k == key) else {
             tracing::warn!(variable = %name, "ignoring an environment variable that names no config key");
             continue;

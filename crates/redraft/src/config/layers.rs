@@ -49,7 +49,10 @@ impl Config {
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
         let text =
             std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
-        Self::parse(&text, path)
+        super::credentials::register_urls_in(&text);
+        let config = Self::parse(&text, path)?;
+        config.register_credentials();
+        Ok(config)
     }
 
     /// Load the configuration in layers, later ones overriding earlier ones key by key:
@@ -67,6 +70,7 @@ impl Config {
         for path in files(explicit) {
             let text =
                 std::fs::read_to_string(&path).map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+            super::credentials::register_urls_in(&text);
             let table: toml::Table = text
                 .parse()
                 .map_err(|e: toml::de::Error| ConfigError::Parse { path: path.clone(), message: e.to_string() })?;
@@ -99,12 +103,9 @@ impl Config {
             config.default_provider = Some("openai".into());
             origins.insert("default_provider".into(), Layer::Env("OPENAI_BASE_URL".into()));
         }
-        // Passwords in URLs are secrets from the moment they are read: `config show` and every
-        // error naming the URL show `[redacted]`.
-        let urls = config.database_url.iter().chain(config.providers.values().filter_map(|p| p.base_url.as_ref()));
-        for url in urls {
-            redraft_core::secrets::register_url_password(url);
-        }
+        // Credentials are secrets from the moment they are read: `config show`, every error
+        // naming them and every command started for a request show `[redacted]`.
+        config.register_credentials();
         Ok(Loaded { config, origins })
     }
 }

@@ -3,6 +3,7 @@
 //! it elsewhere: providers by [`Config::model`] (in `crate::model`), evaluators and runs from
 //! a spec. API keys come only from environment variables the config names.
 
+mod credentials;
 mod env;
 mod layers;
 mod sections;
@@ -16,6 +17,7 @@ use redraft_eval::Formats;
 use redraft_sandbox::Sandbox;
 use serde::{Deserialize, Serialize};
 
+pub(crate) use self::credentials::register_passed_variables;
 pub use self::layers::{Layer, Loaded};
 pub use self::sections::{ProviderConfig, ProviderType, QueueConfig, ServerConfig, TelemetryConfig};
 use crate::error::ConfigError;
@@ -168,6 +170,8 @@ impl Config {
         {
             return Err(ConfigError::Sandbox(redraft_sandbox::SandboxError::BwrapMissing { wants }));
         }
+        // What it passes through is secret, however this config was made.
+        register_passed_variables(&sandbox.env);
         Ok(sandbox)
     }
 }

@@ -168,7 +168,8 @@ pub struct ProviderConfig {
     /// `command` only: the variables of redraft's environment the command gets, besides `PATH`,
     /// `HOME`, `LANG` and redraft's own `REDRAFT_*` (and a named sandbox's `env`). On every
     /// face the command starts from a clean environment: an API key reaches it only when named
-    /// here. By default, none.
+    /// here. Each passed value is a secret, whatever the variable's name: it reads `[redacted]`
+    /// in everything redraft writes out (values under 8 bytes excepted). By default, none.
     #[serde(default)]
     pub pass_env: Vec<String>,
     /// One HTTP request's limit. By default, the policy's `attempt_timeout`.

@@ -367,6 +367,27 @@ fn every_exit_redacts_known_secrets() {
     }
 }
 
+/// A request to a model server is an exit too: every body a provider sends is built by
+/// `http::post_json`, which takes known secrets out (and leaves the auth headers alone).
+#[test]
+fn every_request_to_a_model_goes_through_the_redacting_post() {
+    let mut files = Vec::new();
+    sources(&crates().join("redraft-providers").join("src"), &mut files);
+    for (path, text) in files {
+        if path.file_name().is_some_and(|f| f == "http.rs") {
+            continue;
+        }
+        let code = code_of(&text);
+        for sender in ["client.post(", "client.put(", "client.request(", ").json("] {
+            assert!(
+                !code.contains(sender),
+                "{} sends with `{sender}`: build the request with `http::post_json`",
+                path.display()
+            );
+        }
+    }
+}
+
 #[test]
 fn the_exit_check_catches_what_it_is_for() {
     for (krate, file, code) in [

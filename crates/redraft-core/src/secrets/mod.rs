@@ -28,6 +28,10 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod url;
+
+pub use self::url::register_url;
+
 /// Values shorter than this many bytes are not registered (they are not secrets, or not ones
 /// that can be told from ordinary text).
 pub const MIN_SECRET_BYTES: usize = 8;
@@ -60,14 +64,7 @@ pub fn register(value: &str) -> bool {
     if value.len() < MIN_SECRET_BYTES {
         return false;
     }
-    let mut forms = vec![value.as_bytes().to_vec()];
-    // Inside a JSON string (quotes, backslashes, control characters escaped).
-    if let Ok(quoted) = serde_json::to_string(value)
-        && let Some(inner) = quoted.strip_prefix('"').and_then(|q| q.strip_suffix('"'))
-        && inner != value
-    {
-        forms.push(inner.as_bytes().to_vec());
-    }
+    let forms = forms(value);
     let mut known = KNOWN.write().unwrap_or_else(|poisoned| poisoned.into_inner());
     let mut patterns = known.as_ref().map(|k| k.patterns.clone()).unwrap_or_default();
     let before = patterns.len();
@@ -77,7 +74,8 @@ pub fn register(value: &str) -> bool {
         }
     }
     if patterns.len() != before {
-        let matcher = AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(&patterns).ok();
+        // Every match, overlapping ones included: the union of overlapping secrets is redacted.
+        let matcher = AhoCorasick::builder().match_kind(MatchKind::Standard).build(&patterns).ok();
         let longest = patterns.iter().map(Vec::len).max().unwrap_or(0);
         *known = Some(Arc::new(Known { patterns, matcher, longest }));
     }
@@ -85,21 +83,29 @@ pub fn register(value: &str) -> bool {
     true
 }
 
-/// Register the password of a URL (`scheme://user:password@host/…`, or a `password=` query
-/// parameter as PostgreSQL URLs allow), as written and percent-decoded: a database URL, a
-/// provider's `base_url`. A URL without one registers nothing.
-pub fn register_url_password(url: &str) {
-    let Some((_, rest)) = url.split_once("://") else { return };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let in_userinfo = authority.rsplit_once('@').and_then(|(userinfo, _host)| userinfo.split_once(':')).map(|(_, p)| p);
-    let query = rest.split_once('?').map(|(_, q)| q.split('#').next().unwrap_or_default()).unwrap_or_default();
-    let in_query = query
-        .split('&')
-        .filter_map(|pair| pair.split_once('='))
-        .filter_map(|(name, value)| matches!(name, "password" | "sslpassword").then_some(value));
-    for password in in_userinfo.into_iter().chain(in_query) {
-        register_percent_encoded(password);
+/// The forms `value` is known by: as it is and as it reads inside a JSON string, written the
+/// way `serde_json` writes it (quotes, backslashes, control characters escaped) and the way
+/// other encoders do (`/` as `\/`; `<`, `>`, `&`, `'` as `\u00XX`, as Go and PHP write them).
+fn forms(value: &str) -> Vec<Vec<u8>> {
+    let mut forms = vec![value.as_bytes().to_vec()];
+    let mut add = |form: String| {
+        if !forms.iter().any(|f| f == form.as_bytes()) {
+            forms.push(form.into_bytes());
+        }
+    };
+    if let Ok(quoted) = serde_json::to_string(value)
+        && let Some(inner) = quoted.strip_prefix('"').and_then(|q| q.strip_suffix('"'))
+    {
+        add(inner.to_owned());
+        add(inner.replace('/', "\\/"));
+        let mut html = inner.to_owned();
+        for (c, escaped) in [('<', "\\u003c"), ('>', "\\u003e"), ('&', "\\u0026"), ('\'', "\\u0027")] {
+            html = html.replace(c, escaped);
+        }
+        add(html.clone());
+        add(html.replace('/', "\\/"));
     }
+    forms
 }
 
 /// Register a percent-encoded value (in a URL, an OTLP header), as written and decoded.
@@ -143,26 +149,27 @@ fn known() -> Option<Arc<Known>> {
 }
 
 impl Known {
-    /// The secrets in `haystack`, as byte ranges: leftmost first, longest at a place, never
-    /// overlapping.
+    /// The secrets in `haystack`, as byte ranges, leftmost first: every match, overlapping ones
+    /// merged into one range (`AAAABBBB` and `BBBBCCCC` in `AAAABBBBCCCC` are one secret there).
     fn find(&self, haystack: &[u8]) -> Vec<(usize, usize)> {
-        if let Some(matcher) = &self.matcher {
-            return matcher.find_iter(haystack).map(|m| (m.start(), m.end())).collect();
-        }
-        let mut found = Vec::new();
-        let mut at = 0;
-        while at < haystack.len() {
-            let here = haystack.get(at..).unwrap_or_default();
-            let longest = self.patterns.iter().filter(|p| here.starts_with(p)).map(Vec::len).max();
-            match longest {
-                Some(len) => {
-                    found.push((at, at + len));
-                    at += len;
-                }
-                None => at += 1,
+        let mut matches: Vec<(usize, usize)> = match &self.matcher {
+            Some(matcher) => matcher.find_overlapping_iter(haystack).map(|m| (m.start(), m.end())).collect(),
+            None => (0..haystack.len())
+                .flat_map(|at| {
+                    let here = haystack.get(at..).unwrap_or_default();
+                    self.patterns.iter().filter(move |p| here.starts_with(p)).map(move |p| (at, at + p.len()))
+                })
+                .collect(),
+        };
+        matches.sort_unstable();
+        let mut merged: Vec<(usize, usize)> = Vec::with_capacity(matches.len());
+        for (start, end) in matches {
+            match merged.last_mut() {
+                Some(last) if start < last.1 => last.1 = last.1.max(end),
+                _ => merged.push((start, end)),
             }
         }
-        found
+        merged
     }
 
     fn replace(&self, haystack: &[u8]) -> Option<Vec<u8>> {
@@ -388,10 +395,12 @@ impl StreamRedactor {
         };
         let mut pending = std::mem::take(&mut self.held);
         pending.extend_from_slice(piece);
-        let found = known.find(&pending);
-        let after_last = found.last().map_or(0, |&(_, end)| end);
-        let hold = known.partial_tail(&pending, pending.len() - after_last);
-        let ready = pending.len() - hold;
+        // Held: an end that could begin a secret and, when a secret found so far reaches into
+        // it, that secret too (the next piece may extend it with an overlapping one).
+        let mut ready = pending.len() - known.partial_tail(&pending, pending.len());
+        if let Some(&(start, _)) = known.find(&pending).iter().find(|&&(start, end)| start < ready && ready < end) {
+            ready = start;
+        }
         self.held = pending.split_off(ready);
         known.replace(&pending).unwrap_or(pending)
     }
@@ -444,16 +453,16 @@ mod tests {
 
     #[test]
     fn url_passwords_are_known_as_written_and_decoded() {
-        register_url_password("postgres://app:core%2Ftest%40FFFF@db.internal:5432/redraft");
+        register_url("postgres://app:core%2Ftest%40FFFF@db.internal:5432/redraft");
         assert_eq!(
             redact("postgres://app:core%2Ftest%40FFFF@db.internal and core/test@FFFF"),
             "postgres://app:[redacted]@db.internal and [redacted]"
         );
-        register_url_password("postgres://db.internal/redraft?user=app&password=core-test-GGGG%21");
+        register_url("postgres://db.internal/redraft?user=app&password=core-test-GGGG%21");
         assert_eq!(redact("core-test-GGGG! core-test-GGGG%21"), "[redacted] [redacted]");
         // No password: nothing registered, nothing blanked.
-        register_url_password("postgres://app@db.internal/redraft");
-        register_url_password("sqlite:.redraft/redraft.db");
+        register_url("postgres://app@db.internal/redraft");
+        register_url("sqlite:.redraft/redraft.db");
         assert_eq!(redact("app@db.internal"), "app@db.internal");
     }
 
@@ -467,6 +476,44 @@ mod tests {
         }
         let r = redact_serde(R { text: "is core-test-DDDDDDDDDDDD".into(), n: 0.25 });
         assert_eq!(r, R { text: "is [redacted]".into(), n: 0.25 });
+    }
+
+    #[test]
+    fn overlapping_secrets_are_redacted_as_their_union() {
+        register("core-ovl-AAAABBBBCCCC");
+        register("CCCCDDDDEEEE-core-ovl");
+        let text = "x core-ovl-AAAABBBBCCCCDDDDEEEE-core-ovl y";
+        assert_eq!(redact(text), "x [redacted] y");
+        // The same when the text comes piece by piece, wherever it is cut.
+        for cut in 0..text.len() {
+            let mut stream = StreamRedactor::new();
+            let mut out = stream.push(&text.as_bytes()[..cut]);
+            out.extend(stream.push(&text.as_bytes()[cut..]));
+            out.extend(stream.finish());
+            assert_eq!(String::from_utf8(out).unwrap(), "x [redacted] y", "{cut}");
+        }
+    }
+
+    #[test]
+    fn json_escaped_forms_of_other_encoders_are_known() {
+        register("core/json<test>&FFFF");
+        assert_eq!(redact(r"a core\/json<test>&FFFF b"), "a [redacted] b");
+        assert_eq!(redact(r"a core\/json\u003ctest\u003e\u0026FFFF b"), "a [redacted] b");
+        assert_eq!(redact(r"a core/json\u003ctest\u003e\u0026FFFF b"), "a [redacted] b");
+    }
+
+    #[test]
+    fn a_cut_never_leaves_part_of_a_secret() {
+        register("core-cut-test-HHHHHHHH");
+        let text = format!("{}core-cut-test-HHHHHHHH{}", "a".repeat(50), "z".repeat(50));
+        for max in 0..text.len() {
+            let (head, _) = crate::prompt::truncate_chars(&text, max);
+            let middle = crate::diagnostics::cut_middle(&text, max);
+            for cut in [head, middle] {
+                assert!(!cut.contains("core-cut"), "{max}: {cut}");
+                assert!(!cut.contains("HHHH"), "{max}: {cut}");
+            }
+        }
     }
 
     #[test]
