@@ -92,7 +92,9 @@ async fn runs_take_the_descriptors_connections_leave() {
     // always have.
     const FLOOR: usize = (1024 - 256 - 64) / 3;
     const RUNS: usize = 450;
-    let Some((dir, model, mut server, base)) = limited_server(LIMIT, RUNS, 600, Duration::from_secs(3)).await else {
+    // The model holds each call 6 s: a loaded machine still submits every run before the first
+    // answers, so the peak measures the budget, not the machine's speed.
+    let Some((dir, model, mut server, base)) = limited_server(LIMIT, RUNS, 600, Duration::from_secs(6)).await else {
         return;
     };
 
