@@ -151,8 +151,27 @@ fn known() -> Option<Arc<Known>> {
 impl Known {
     /// The secrets in `haystack`, as byte ranges, leftmost first: every match, overlapping ones
     /// merged into one range (`AAAABBBB` and `BBBBCCCC` in `AAAABBBBCCCC` are one secret there).
+    /// A secret written with JSON escapes (`\u0073k-…`, or escaped twice: a JSON text inside a
+    /// JSON string) is found too, up to [`ESCAPE_LEVELS`] levels deep, and its escaped bytes
+    /// are the range.
     fn find(&self, haystack: &[u8]) -> Vec<(usize, usize)> {
-        let mut matches: Vec<(usize, usize)> = match &self.matcher {
+        let mut matches = self.find_plain(haystack);
+        // Offsets are kept as `u32`: a text of 4 GiB or more is searched as written only.
+        if !haystack.contains(&b'\\') || u32::try_from(haystack.len()).is_err() {
+            return merge_ranges(matches);
+        }
+        let mut view = Unescaped::whole(haystack);
+        for _ in 0..ESCAPE_LEVELS {
+            let Some(next) = view.unescape() else { break };
+            view = next;
+            matches.extend(self.find_plain(&view.bytes).into_iter().map(|(start, end)| view.source(start, end)));
+        }
+        merge_ranges(matches)
+    }
+
+    /// The secrets written as they are (or in a form [`forms`] knows) in `haystack`, unmerged.
+    fn find_plain(&self, haystack: &[u8]) -> Vec<(usize, usize)> {
+        match &self.matcher {
             Some(matcher) => matcher.find_overlapping_iter(haystack).map(|m| (m.start(), m.end())).collect(),
             None => (0..haystack.len())
                 .flat_map(|at| {
@@ -160,16 +179,7 @@ impl Known {
                     self.patterns.iter().filter(move |p| here.starts_with(p)).map(move |p| (at, at + p.len()))
                 })
                 .collect(),
-        };
-        matches.sort_unstable();
-        let mut merged: Vec<(usize, usize)> = Vec::with_capacity(matches.len());
-        for (start, end) in matches {
-            match merged.last_mut() {
-                Some(last) if start < last.1 => last.1 = last.1.max(end),
-                _ => merged.push((start, end)),
-            }
         }
-        merged
     }
 
     fn replace(&self, haystack: &[u8]) -> Option<Vec<u8>> {
@@ -202,11 +212,124 @@ impl Known {
     }
 }
 
+/// How many levels of JSON escapes a secret is looked for under: a JSON text in a JSON string
+/// (a tool result's text copy) is two.
+const ESCAPE_LEVELS: usize = 3;
+
+/// Byte ranges sorted, overlapping ones merged into one.
+fn merge_ranges(mut ranges: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
+    ranges.sort_unstable();
+    let mut merged: Vec<(usize, usize)> = Vec::with_capacity(ranges.len());
+    for (start, end) in ranges {
+        match merged.last_mut() {
+            Some(last) if start < last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    merged
+}
+
+/// A text with its JSON escapes decoded, and for each of its bytes the range of the original
+/// text it was read from.
+struct Unescaped {
+    bytes: Vec<u8>,
+    /// `origin[i]`: the original bytes that byte `i` came from.
+    origin: Vec<(u32, u32)>,
+}
+
+impl Unescaped {
+    /// `text` as it is, each byte its own origin.
+    fn whole(text: &[u8]) -> Self {
+        let at = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
+        Self { bytes: text.to_vec(), origin: (0..text.len()).map(|i| (at(i), at(i + 1))).collect() }
+    }
+
+    /// The original range of `start..end` of these bytes.
+    fn source(&self, start: usize, end: usize) -> (usize, usize) {
+        let from = self.origin.get(start).map_or(0, |o| o.0);
+        let to = end.checked_sub(1).and_then(|last| self.origin.get(last)).map_or(from, |o| o.1);
+        (from as usize, to as usize)
+    }
+
+    /// These bytes with one level of JSON escapes decoded (`\uXXXX`, surrogate pairs
+    /// included, and `\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`); `None` when they hold no
+    /// escape. Anything that is not a valid escape is kept as it is.
+    fn unescape(&self) -> Option<Self> {
+        if !self.bytes.contains(&b'\\') {
+            return None;
+        }
+        let (bytes, origin) = (&self.bytes, &self.origin);
+        let mut out = Self { bytes: Vec::with_capacity(bytes.len()), origin: Vec::with_capacity(bytes.len()) };
+        let span = |from: usize, to: usize| {
+            let start = origin.get(from).map_or(0, |o| o.0);
+            (start, origin.get(to - 1).map_or(start, |o| o.1))
+        };
+        let mut i = 0;
+        while i < bytes.len() {
+            let decoded = match bytes.get(i) {
+                Some(b'\\') => escape_at(bytes, i),
+                _ => None,
+            };
+            match decoded {
+                Some((c, len)) => {
+                    let mut buffer = [0u8; 4];
+                    let from = span(i, i + len);
+                    for &b in c.encode_utf8(&mut buffer).as_bytes() {
+                        out.bytes.push(b);
+                        out.origin.push(from);
+                    }
+                    i += len;
+                }
+                None => {
+                    out.bytes.push(bytes.get(i).copied().unwrap_or_default());
+                    out.origin.push(origin.get(i).copied().unwrap_or_default());
+                    i += 1;
+                }
+            }
+        }
+        Some(out)
+    }
+}
+
+/// The character a JSON escape at `at` (a backslash) stands for, and the escape's length.
+fn escape_at(bytes: &[u8], at: usize) -> Option<(char, usize)> {
+    let simple = match bytes.get(at + 1)? {
+        b'"' => Some('"'),
+        b'\\' => Some('\\'),
+        b'/' => Some('/'),
+        b'b' => Some('\u{8}'),
+        b'f' => Some('\u{c}'),
+        b'n' => Some('\n'),
+        b'r' => Some('\r'),
+        b't' => Some('\t'),
+        b'u' => None,
+        _ => return None,
+    };
+    if let Some(c) = simple {
+        return Some((c, 2));
+    }
+    let unit = |from: usize| {
+        let hex = bytes.get(from..from + 4)?;
+        u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()
+    };
+    let first = unit(at + 2)?;
+    if (0xD800..0xDC00).contains(&first)
+        && bytes.get(at + 6..at + 8) == Some(b"\\u")
+        && let Some(second) = unit(at + 8)
+        && (0xDC00..0xE000).contains(&second)
+    {
+        let c = char::from_u32(0x10000 + ((u32::from(first) - 0xD800) << 10) + (u32::from(second) - 0xDC00))?;
+        return Some((c, 12));
+    }
+    // A lone surrogate stands for nothing a secret holds.
+    char::from_u32(u32::from(first)).map(|c| (c, 6))
+}
+
 /// Whether `bytes` hold a known secret.
 pub fn contains(bytes: &[u8]) -> bool {
     known().is_some_and(|k| match &k.matcher {
-        Some(matcher) => matcher.is_match(bytes),
-        None => !k.find(bytes).is_empty(),
+        Some(matcher) if !bytes.contains(&b'\\') => matcher.is_match(bytes),
+        _ => !k.find(bytes).is_empty(),
     })
 }
 
@@ -449,6 +572,27 @@ mod tests {
         register("core\"test\\CCCCCCCC");
         let json = serde_json::to_string(&serde_json::json!({"k": "core\"test\\CCCCCCCC"})).unwrap();
         assert_eq!(redact(&json), r#"{"k":"[redacted]"}"#);
+    }
+
+    #[test]
+    fn secrets_written_with_json_escapes_are_found_at_any_depth_up_to_three() {
+        register("sk-core-test-EEEEEEEE");
+        // Every character as `\uXXXX`, as a JSON encoder that escapes everything writes it.
+        let escaped: String = "sk-core-test-EEEEEEEE".chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
+        assert_eq!(redact(&format!(r#"{{"k":"{escaped}"}}"#)), r#"{"k":"[redacted]"}"#);
+        // Some characters escaped, a surrogate pair beside it kept.
+        assert_eq!(redact(r#""\u0073k-core-test-EEEE\u0045EEE \ud83d\ude00""#), r#""[redacted] \ud83d\ude00""#);
+        // A JSON text inside a JSON string: escaped twice, and three times.
+        register("core\"quote\\back-FFFF");
+        let once = serde_json::to_string(&serde_json::json!({"found": "core\"quote\\back-FFFF"})).unwrap();
+        let twice = serde_json::to_string(&serde_json::json!({"text": once})).unwrap();
+        let thrice = serde_json::to_string(&serde_json::json!({"message": twice})).unwrap();
+        for text in [&once, &twice, &thrice] {
+            assert!(contains(text.as_bytes()), "{text}");
+            assert!(!redact(text).contains("back-FFFF"), "{text}");
+        }
+        // What is not a secret is left alone, escapes and all.
+        assert!(matches!(redact(r#"{"a":"\u0073k-other \" \\ \n"}"#), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -32,3 +32,19 @@ async fn no_message_carries_a_known_secret() {
     assert!(!everything.contains(SECRET), "{everything}");
     assert!(!text(&result).contains(SECRET));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_escaped_twice_in_a_result_text_is_redacted_too() {
+    // Quotes and backslashes are escaped once in `structuredContent` and twice in the text copy
+    // of the result (JSON in a JSON string).
+    const QUOTED: &str = "sk-mcp\"quote\\back-5e4f3a2b";
+    secrets::register(QUOTED);
+    let mut client = Client::start(setup(config(""))).await;
+    let schema = json!({"type": "object", "properties": {"k": {"type": "integer"}}});
+    let call = json!({"name": "validate", "arguments": {"schema": schema, "artifact": {"k": QUOTED}}});
+    let result = client.request("tools/call", call).await;
+    let wire = result.to_string();
+    assert!(!wire.contains("back-5e4f3a2b"), "{wire}");
+    let copy: serde_json::Value = serde_json::from_str(&text(&result)).unwrap();
+    assert!(!copy.to_string().contains("back-5e4f3a2b"), "{copy}");
+}

@@ -253,8 +253,10 @@ fn frames(answer: Answer, include_usage: bool) -> Vec<Event> {
     frames
 }
 
-/// `text` in pieces of at most [`CHUNK_CHARS`] characters.
+/// `text` in pieces of at most [`CHUNK_CHARS`] characters, redacted whole first: a known secret
+/// is never cut into pieces that the events would pass one by one.
 pub(crate) fn pieces(text: &str) -> Vec<String> {
+    let text = redraft::core::secrets::redact(text);
     let chars: Vec<char> = text.chars().collect();
     chars.chunks(CHUNK_CHARS).map(|c| c.iter().collect()).collect()
 }

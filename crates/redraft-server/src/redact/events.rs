@@ -1,6 +1,8 @@
 //! Server-sent events and chat completions, redacted. Events are parsed as the SSE spec reads
 //! them — lines ended by LF, CRLF or CR, an event ended by a blank line, `data:` lines joined —
-//! and each is redacted whole once it has arrived. In a chat completion chunk every string under
+//! and each is redacted whole once it has arrived, its data parsed as JSON and written again
+//! (data that is not JSON is dropped: a client would read escapes or split texts in it that
+//! no byte search sees). In a chat completion chunk every string under
 //! each choice is also redacted as a stream of its own across chunks, since a model streams a
 //! secret piece by piece, in whatever field: the stream is keyed by the choice and the field's
 //! path, array elements counting as consecutive pieces of one text (the tool calls' `arguments`
@@ -45,47 +47,50 @@ impl EventRedactor {
         if rest.is_empty() { rest } else { self.event(&rest) }
     }
 
-    /// One whole event (its blank line included), redacted.
+    /// One whole event (its blank line included), redacted. Its data is parsed as JSON, as a
+    /// client reads it (escapes decoded, whatever its bytes look like): the texts of a chat
+    /// completion chunk's choices are redacted as streams, every other string whole. When that
+    /// changes anything, the data is written again from what was parsed, the other lines
+    /// (`event`, `id`, comments) redacted as they are; else the event goes as it came. Data
+    /// that is not JSON (but the stream's end, `[DONE]`) is not passed on: the event becomes a
+    /// comment.
     fn event(&mut self, event: &[u8]) -> Vec<u8> {
-        let rewritten = self.chunk_event(event);
-        secrets::redact_bytes(rewritten.as_deref().unwrap_or(event)).into_owned()
-    }
-
-    /// `event` rewritten with the texts of its chat completion chunk redacted as streams, when
-    /// it holds one and anything changed: its other lines as they came, its data as one line.
-    fn chunk_event(&mut self, event: &[u8]) -> Option<Vec<u8>> {
         let lines = lines(event);
         let data: Vec<&[u8]> = lines.iter().filter_map(|line| data_value(line)).collect();
         if data.is_empty() {
-            return None;
+            return secrets::redact_bytes(event).into_owned();
         }
         let data = data.join(&b'\n');
-        // Only a chat completion chunk has texts streamed across events (a run's events, say,
-        // are whole): the others are not parsed.
-        if !data.windows(9).any(|w| w == b"\"choices\"") {
-            return None;
+        if data.trim_ascii() == b"[DONE]" {
+            return secrets::redact_bytes(event).into_owned();
         }
-        let mut chunk: Value = serde_json::from_slice(&data).ok()?;
-        if !self.choices.redact(&mut chunk, Mode::Streamed) {
-            return None;
+        let Ok(mut value) = serde_json::from_slice::<Value>(&data) else { return DROPPED.to_vec() };
+        let streamed = value.get("choices").is_some() && self.choices.redact(&mut value, Mode::Streamed);
+        if !(secrets::redact_json(&mut value) | streamed) {
+            // Nothing in what a client reads of it is secret: the event goes as it came.
+            return secrets::redact_bytes(event).into_owned();
         }
+        let data = value.to_string().into_bytes();
         let mut out = Vec::with_capacity(event.len());
         let mut data_written = false;
         for line in &lines {
             if data_value(line).is_none() {
-                out.extend_from_slice(line);
+                out.extend_from_slice(&secrets::redact_bytes(line));
                 out.push(b'\n');
             } else if !data_written {
                 out.extend_from_slice(b"data: ");
-                out.extend_from_slice(chunk.to_string().as_bytes());
+                out.extend_from_slice(&data);
                 out.push(b'\n');
                 data_written = true;
             }
         }
         out.push(b'\n');
-        Some(out)
+        out
     }
 }
+
+/// What an event whose data is not JSON becomes: a comment, which clients skip.
+const DROPPED: &[u8] = b": an event whose data is not JSON was dropped\n\n";
 
 /// A whole chat completion (`{"choices": [...]}`), every text of each choice redacted as a
 /// whole: a secret split between the parts of a content array, or between two tool calls, is

@@ -214,8 +214,16 @@ impl Guard {
     }
 
     /// The normalised URL an `http:` directive may reach.
+    /// Locally, a credential in it (user, password, query values) becomes a known secret: the
+    /// user wrote it, and it leaves in no output. (Over the network a URL is admitted only as
+    /// the config lists it, whose credentials are known already.)
     pub fn url(&self, requested: &str) -> Result<Url, ConfigError> {
-        let checked = if self.is_local() { url::normalise(requested) } else { self.urls.admit(requested) };
+        let checked = if self.is_local() {
+            redraft_core::secrets::register_url(requested);
+            url::normalise(requested)
+        } else {
+            self.urls.admit(requested)
+        };
         checked.map_err(|why| match why {
             UrlRefusal::Invalid(_) => ConfigError::Invalid {
                 key: "evaluator".into(),

@@ -117,6 +117,12 @@ impl Runner {
         budget: Duration,
         cancel: &CancelFlag,
     ) -> AttemptEnd {
+        // A known secret in the answer (a model or a command repeating a key) goes no further:
+        // not to the evaluators (an `http:` validator's request, an `exec:` verifier's file).
+        let response = ChatResponse { text: redraft_core::secrets::redact_string(response.text), ..response };
+        if let Some(artifact) = read.artifact.as_mut() {
+            redraft_core::secrets::redact_json(artifact);
+        }
         let Some(artifact) = read.artifact.take().map(Arc::new) else {
             return AttemptEnd::Answered { response, read, verdict: None };
         };

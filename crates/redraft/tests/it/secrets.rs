@@ -30,3 +30,34 @@ async fn a_result_never_holds_a_known_secret() {
     assert_eq!(result.history[1].issues[0].message, "`Bearer [redacted]` is not a city");
     assert!(result.escalation.is_some() && text.matches("[redacted]").count() >= 4, "{text}");
 }
+
+#[tokio::test]
+async fn evaluators_never_see_a_known_secret_the_model_repeats() {
+    const ECHOED: &str = "sk-runner-echoed-9f8e7d6c5b";
+    secrets::register(ECHOED);
+    // Escaped as a JSON encoder may write it: the artifact holds the key itself once parsed.
+    let escaped: String = ECHOED.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
+    let answer = format!(r#"{{"city": "Paris {escaped}"}}"#);
+    let model = Model::new(MockProvider::texts("mock/echo", [answer]));
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let record = seen.clone();
+    let runner = Runner::builder()
+        .model(&model)
+        .check("records", move |a: &Value| {
+            record.lock().unwrap().push(a.to_string());
+            Ok::<(), Issue>(())
+        })
+        .max_iterations(1)
+        .build()
+        .unwrap();
+    let result = runner.run("Which city?").await.unwrap();
+    assert!(result.succeeded());
+    assert_eq!(*seen.lock().unwrap(), [json!({"city": "Paris [redacted]"}).to_string()]);
+    assert!(!result.history[0].raw.contains("\\u0073\\u006b"), "{}", result.history[0].raw);
+}
+
+#[test]
+fn a_credential_in_a_url_the_user_gives_is_a_known_secret() {
+    redraft::Guard::local().url("http://127.0.0.1:9/check?token=ValQueryToken-test-31").unwrap();
+    assert_eq!(secrets::redact("path was /check?token=ValQueryToken-test-31"), "path was /check?token=[redacted]");
+}

@@ -197,3 +197,49 @@ fn an_event_without_a_secret_passes_as_it_came() {
     assert_eq!(redactor.push(b"event: x\r\n\r"), b"");
     assert_eq!(redactor.push(b"\ndata: 1\n\n"), b"event: x\r\n\r\ndata: 1\n\n");
 }
+
+#[test]
+fn events_are_redacted_as_a_client_parses_them_whatever_their_bytes() {
+    secrets::register(KEY);
+    let escaped: String = KEY.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
+    let half = KEY.len() / 2;
+    let (first, second) = (&KEY[..half], &KEY[half..]);
+    let hostile: Vec<String> = vec![
+        // The field named with an escape, the key split across two events.
+        format!(r#"data: {{"\u0063hoices":[{{"index":0,"delta":{{"content":"{first}"}}}}]}}"#),
+        format!(r#"data: {{"\u0063hoices":[{{"index":0,"delta":{{"content":"{second}"}},"finish_reason":"stop"}}]}}"#),
+        // Every character escaped, in one event.
+        format!(r#"data: {{"choices":[{{"index":1,"delta":{{"content":"{escaped}"}},"finish_reason":"stop"}}]}}"#),
+        // Escaped in an event that is not a chunk at all.
+        format!(r#"data: {{"error":{{"message":"{escaped}"}}}}"#),
+    ];
+    let mut redactor = EventRedactor::default();
+    let mut out = Vec::new();
+    for event in &hostile {
+        out.extend(redactor.push(format!("{event}\n\n").as_bytes()));
+    }
+    out.extend(redactor.finish());
+    let events = client_events(&out);
+    let texts = rebuilt(&events);
+    assert_eq!(texts["0/delta/content"], "[redacted]", "{events:?}");
+    assert_eq!(texts["1/delta/content"], "[redacted]", "{events:?}");
+    let error: Value = serde_json::from_str(&events[events.len() - 1]).unwrap();
+    assert_eq!(error["error"]["message"], "[redacted]");
+
+    // Data a JSON parser refuses but a lenient client reads (NaN, a lone surrogate, no JSON at
+    // all) is not passed on: nothing of the key gets through in pieces.
+    let mut redactor = EventRedactor::default();
+    let mut out = Vec::new();
+    for data in [
+        format!(r#"{{"choices":[{{"index":0,"delta":{{"content":"{first}"}}}}],"x":NaN}}"#),
+        format!(r#"{{"choices":[{{"index":0,"delta":{{"content":"{second}"}}}}],"x":"\ud800"}}"#),
+        format!("{first}"),
+        format!("{second}"),
+    ] {
+        out.extend(redactor.push(format!("data: {data}\n\n").as_bytes()));
+    }
+    out.extend(redactor.push(b"data: [DONE]\n\n"));
+    let text = String::from_utf8(out).unwrap();
+    assert!(!text.contains(first) && !text.contains(second), "{text}");
+    assert_eq!(client_events(text.as_bytes()), ["[DONE]"], "{text}");
+}
