@@ -233,8 +233,8 @@ fn events_are_redacted_as_a_client_parses_them_whatever_their_bytes() {
     for data in [
         format!(r#"{{"choices":[{{"index":0,"delta":{{"content":"{first}"}}}}],"x":NaN}}"#),
         format!(r#"{{"choices":[{{"index":0,"delta":{{"content":"{second}"}}}}],"x":"\ud800"}}"#),
-        format!("{first}"),
-        format!("{second}"),
+        first.to_string(),
+        second.to_string(),
     ] {
         out.extend(redactor.push(format!("data: {data}\n\n").as_bytes()));
     }
