@@ -3,7 +3,9 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use redraft::core::Issue;
+use std::sync::Arc;
+
+use redraft::core::{Evaluator, Issue, codes};
 use redraft::eval::kind::KindEvaluator;
 use redraft::eval::{Formats, SchemaEvaluator};
 use serde::{Deserialize, Serialize};
@@ -66,7 +68,7 @@ pub async fn validate(
         Some(_) => return Err(ApiError::bad_request("invalid_field", "`context` must be a JSON object")),
     };
     let formats = Formats::checked(req.check_formats.unwrap_or(state.config().check_formats));
-    let issues = match (req.kind, req.schema) {
+    let evaluator: Arc<dyn Evaluator> = match (req.kind, req.schema) {
         (Some(_), Some(_)) => {
             return Err(ApiError::bad_request("invalid_request", "give `kind` or `schema`, not both"));
         }
@@ -76,9 +78,12 @@ pub async fn validate(
                 "give `kind` (a registered kind) or `schema` (a JSON Schema)",
             ));
         }
-        (None, Some(schema)) => SchemaEvaluator::of(&schema, formats)
-            .map_err(|e| ApiError::bad_request("invalid_schema", e.to_string()))?
-            .issues(&req.artifact),
+        // Compiling a schema computes (its patterns among others): off the request threads.
+        (None, Some(schema)) => tokio::task::spawn_blocking(move || SchemaEvaluator::of(&schema, formats))
+            .await
+            .map_err(|e| ApiError::bad_request("invalid_schema", format!("the schema could not be compiled: {e}")))?
+            .map(|schema| Arc::new(schema) as Arc<dyn Evaluator>)
+            .map_err(|e| ApiError::bad_request("invalid_schema", e.to_string()))?,
         (Some(name), None) => {
             let kinds = state.kinds().ok_or_else(|| {
                 ApiError::not_found(
@@ -89,10 +94,26 @@ pub async fn validate(
                     ),
                 )
             })?;
-            KindEvaluator::new(kinds.require(&name)?, formats)
-                .map_err(|e| ApiError::bad_request("invalid_kind", e.to_string()))?
-                .issues(&req.artifact, &context)
+            Arc::new(
+                KindEvaluator::new(kinds.require(&name)?, formats)
+                    .map_err(|e| ApiError::bad_request("invalid_kind", e.to_string()))?,
+            )
         }
+    };
+    // Checked as an attempt is: off the threads that serve requests, within the configured
+    // `attempt_timeout`, and told to stop when that runs out or the client goes away.
+    let budget = state.config().policy.attempt_timeout;
+    let checking = redraft::runner::verdict(std::slice::from_ref(&evaluator), &req.artifact, &context, 1);
+    let issues = match tokio::time::timeout(budget, checking).await {
+        Ok(verdict) => verdict.issues,
+        Err(_) => vec![Issue::new(
+            "",
+            codes::CHECK_TIMEOUT,
+            format!(
+                "the artifact could not be checked within `attempt_timeout` ({}): check a smaller artifact, or a simpler schema",
+                redraft::core::duration::format(budget)
+            ),
+        )],
     };
     let passed = !issues.iter().any(Issue::is_error);
     let status = if passed { StatusCode::OK } else { StatusCode::UNPROCESSABLE_ENTITY };

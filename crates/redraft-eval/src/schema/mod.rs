@@ -7,6 +7,7 @@
 //! request, and compiling one (its `pattern`s most of all) costs far more than checking an
 //! answer against it.
 
+mod expansion;
 pub mod refs;
 
 use std::borrow::Cow;
@@ -176,6 +177,16 @@ impl SchemaEvaluator {
                 message: "a schema must be a JSON object or a boolean".into(),
             });
         }
+        let expanded = expansion::expanded_size(&schema, expansion::MAX_EXPANDED_SUBSCHEMAS);
+        if expanded > expansion::MAX_EXPANDED_SUBSCHEMAS {
+            return Err(SchemaError::Invalid {
+                origin: origin.text,
+                message: format!(
+                    "with its `$ref`s expanded it holds more than {} subschemas (a reference used more than once at each of many levels), so checking a single value could take hours\nhint: refer to each definition once per level, or merge the definitions",
+                    expansion::MAX_EXPANDED_SUBSCHEMAS
+                ),
+            });
+        }
         // The text is the key: the same schema from another request or file shares the
         // compiled form. A schema that does not compile is not cached (its error is cheap).
         let dir = origin.file.as_ref().map(|(_, dir)| dir.clone());
@@ -191,7 +202,11 @@ impl SchemaEvaluator {
             }
         }
         let files = LocalFiles::new(dir);
+        // Patterns are matched by a linear-time engine: no pattern and no string can make a
+        // check backtrack for minutes. Lookaround and backreferences, which need backtracking,
+        // are refused when the schema is compiled.
         let mut options = jsonschema::options()
+            .with_pattern_options(jsonschema::PatternOptions::regex().size_limit(PATTERN_SIZE_LIMIT))
             .should_validate_formats(formats == Formats::Checked)
             .with_retriever(Retriever(Arc::clone(&files)));
         if let Some((uri, _)) = &origin.file {
@@ -251,13 +266,23 @@ impl SchemaEvaluator {
     }
 }
 
+/// The most memory one compiled pattern may take (the regex engine's own default is 10 MiB; a
+/// schema of a thousand such patterns would hold 10 GiB).
+const PATTERN_SIZE_LIMIT: usize = 1 << 20;
+
 fn inline() -> Origin {
     Origin { text: "given inline".to_owned(), file: None }
 }
 
 fn describe(e: &jsonschema::ValidationError<'_>) -> String {
     let at = e.instance_path().as_str();
-    if at.is_empty() { e.to_string() } else { format!("{e} (at `{at}`)") }
+    let mut text = if at.is_empty() { e.to_string() } else { format!("{e} (at `{at}`)") };
+    if matches!(e.kind(), jsonschema::error::ValidationErrorKind::Format { format } if format == "regex") {
+        text.push_str(
+            "\nhint: patterns are matched in linear time, so lookaround (`(?=`, `(?!`, `(?<=`, `(?<!`) and backreferences (`\\1`) are not supported: rewrite the pattern without them",
+        );
+    }
+    text
 }
 
 /// Values whose JSON is longer than this are described in an issue's message, not written out:

@@ -307,3 +307,26 @@ async fn evaluates_as_an_evaluator() {
     assert!(!v.passed);
     assert_eq!(v.issues[0].found.as_deref(), Some(&json!("3")));
 }
+
+#[test]
+fn patterns_that_need_backtracking_are_refused_and_others_match_in_linear_time() {
+    for pattern in ["^(a|a)+$(?<!x0)", "^(?=.*[A-Z]).{8,}$", "(?!abc)x", r"^(\w)\1$"] {
+        let schema = json!({"type": "string", "pattern": pattern});
+        let error = SchemaEvaluator::of(&schema, Formats::Checked).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(error.contains("hint: patterns are matched in linear time"), "{pattern}: {error}");
+    }
+    // ECMA-262 patterns without those keep their meaning; a pattern that would backtrack
+    // exponentially in a backtracking engine is answered at once.
+    let schema = json!({"type": "object", "properties": {
+        "code": {"type": "string", "pattern": r"^[A-Z]{2}-\d{3}$"},
+        "word": {"type": "string", "pattern": r"^\p{L}+$"},
+        "nested": {"type": "string", "pattern": "^(a+)+$"}
+    }, "patternProperties": {"^x-": {"type": "integer"}}});
+    let evaluator = SchemaEvaluator::of(&schema, Formats::Checked).unwrap();
+    let long = format!("{}!", "a".repeat(10_000));
+    assert!(evaluator.issues(&json!({"code": "AB-123", "word": "Zoë", "nested": "aaa", "x-n": 1})).is_empty());
+    let issues = evaluator.issues(&json!({"code": "AB-12", "word": "Zoë1", "nested": long, "x-n": "1"}));
+    let mut paths: Vec<_> = issues.iter().map(|i| i.path.as_str()).collect();
+    paths.sort_unstable();
+    assert_eq!(paths, ["/code", "/nested", "/word", "/x-n"]);
+}
