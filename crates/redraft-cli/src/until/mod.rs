@@ -205,23 +205,27 @@ fn stopped(shared: &Shared) -> Option<anyhow::Error> {
 
 /// Redraft's configuration files that lie in the working directory, relative to it: every file
 /// the configuration is read from (the XDG file, `--config` or `./redraft.toml`), there or not,
-/// and `./redraft.toml` always, since a later loop without `--config` would read it.
+/// and `./redraft.toml` always, since a later loop without `--config` would read it. Each is
+/// protected where its name puts it (a link there is protected as the link: the agent could
+/// replace it) and, when that is a link into the working directory, where it leads too.
 fn config_files(root: &Root, explicit: Option<&Path>) -> Vec<PathBuf> {
     let mut files = Vec::new();
     let places = redraft::config::Config::file_places(explicit).into_iter().chain([PathBuf::from("redraft.toml")]);
     for place in places {
-        let Some(rel) = inside_root(root, &place) else { continue };
-        if !files.contains(&rel) {
-            files.push(rel);
+        let named = root.relative(&place).map(Path::to_owned);
+        for rel in named.into_iter().chain(resolved_inside(root, &place)) {
+            if !files.contains(&rel) {
+                files.push(rel);
+            }
         }
     }
     files
 }
 
 /// `path` (absolute, or relative to the working directory) relative to the working directory,
-/// when it lies there: its deepest directory that exists is resolved (links included), the rest
+/// when it lies there once links are followed: its deepest part that exists is resolved, the rest
 /// taken as written.
-fn inside_root(root: &Root, path: &Path) -> Option<PathBuf> {
+fn resolved_inside(root: &Root, path: &Path) -> Option<PathBuf> {
     let path = root.path().join(path);
     let mut rest = Vec::new();
     let mut existing = path.as_path();
@@ -438,6 +442,32 @@ fn default_task(prompt: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn configuration_files_are_protected_where_named_and_where_a_link_leads() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = Root::pin(dir.path()).unwrap();
+        let ws = root.path();
+        std::fs::write(outside.path().join("shared.toml"), "").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("shared.toml"), ws.join("redraft.toml")).unwrap();
+        std::fs::create_dir(ws.join("conf")).unwrap();
+        std::fs::write(ws.join("conf/real.toml"), "").unwrap();
+        std::os::unix::fs::symlink("conf/real.toml", ws.join("mine.toml")).unwrap();
+        let files = |explicit: Option<&Path>| -> Vec<String> {
+            config_files(&root, explicit).iter().map(|f| names::shown(f)).collect()
+        };
+        // A link to a file outside is protected as the link.
+        assert!(files(None).contains(&"redraft.toml".to_owned()), "{:?}", files(None));
+        // A link to a file inside: the link and the file.
+        let named = files(Some(Path::new("mine.toml")));
+        assert!(named.contains(&"mine.toml".to_owned()) && named.contains(&"conf/real.toml".to_owned()), "{named:?}");
+        let absolute = files(Some(&ws.join("conf/real.toml")));
+        assert!(absolute.contains(&"conf/real.toml".to_owned()), "{absolute:?}");
+        // A file outside the working directory is not the loop's to protect.
+        let elsewhere = files(Some(&outside.path().join("shared.toml")));
+        assert!(!elsewhere.iter().any(|f| f.contains("shared")), "{elsewhere:?}");
+    }
 
     #[test]
     fn dates_and_slugs() {

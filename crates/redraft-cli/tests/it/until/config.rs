@@ -3,7 +3,7 @@
 //! XDG file when it lies in the working directory, would take over the next loop — its sandboxes,
 //! the environment its commands get, where the store and the traces go. The change is undone
 //! (the file put back byte for byte, or removed), the iteration rejected naming the file, and the
-//! agent is told in its prompt.
+//! agent is told in its prompt. A `redraft.toml` that is a link is protected as the link.
 
 use super::protect::{CHECK, Repo, cheat_then_fix, listing, protected_project};
 use super::until;
@@ -106,4 +106,30 @@ async fn a_redraft_toml_the_verifier_leaves_is_removed_but_not_blamed() {
     assert!(!dir.path().join("redraft.toml").exists(), "put back as the loop found it");
     assert!(out.stderr.contains("`redraft.toml`"), "what the verifier left is named: {}", out.stderr);
     assert_eq!(listing(dir.path()).iter().filter(|n| n.ends_with(".toml")).count(), 0);
+}
+
+/// The user's `redraft.toml` is a link to a configuration shared from outside the working
+/// directory: the link itself is protected (the agent could put a file of its own in its place,
+/// and the next loop would read that), and the shared file is never written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redraft_toml_that_is_a_link_to_a_shared_file_is_put_back_as_the_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = tempfile::tempdir().unwrap();
+    let shared = tempfile::tempdir().unwrap();
+    protected_project("shared_link", dir.path(), Repo::Plain).unwrap();
+    let target = write(shared.path(), "redraft.toml", USERS);
+    std::os::unix::fs::symlink(&target, dir.path().join("redraft.toml")).unwrap();
+    write(prompts.path(), "agents.toml", AGENTS);
+    let agent = cheat_then_fix(prompts.path(), "rm redraft.toml\ncp \"$PROMPTS/agents.toml\" redraft.toml");
+    let out =
+        output(until(dir.path(), prompts.path(), &["--verify", "./tests/check.sh", "--task", "t", "--", "sh", &agent]))
+            .await;
+    assert_eq!(std::fs::read_link(dir.path().join("redraft.toml")).unwrap(), target, "the link is back");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), USERS, "the shared file is untouched");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let first = std::fs::read_to_string(dir.path().join(".redraft/iterations/t/1.md")).unwrap();
+    assert!(first.starts_with("# Iteration 1 of 3 — rejected"), "{first}");
+    assert!(first.contains("`redraft.toml` is redraft's configuration"), "{first}");
+    let prompt = std::fs::read_to_string(prompts.path().join("stdin-1.txt")).unwrap();
+    assert!(prompt.contains("`redraft.toml`"), "the agent is told: {prompt}");
 }
