@@ -8,7 +8,9 @@
 //! Caches of protected files are protected: a protected Python source `DIR/NAME.py` protects its
 //! bytecode `DIR/__pycache__/NAME.*.pyc`, which Python (and pytest's rewritten tests) run instead
 //! of the source when its stamp matches — so `--protect 'tests/test_*.py'` covers a `.pyc` forged
-//! for `tests/test_calc.py` as `tests/**` does.
+//! for `tests/test_calc.py` as `tests/**` does. What stands at `DIR/__pycache__` beside a
+//! protected source when it is not a directory of its own — a link, which Python follows to
+//! bytecode elsewhere, or a mount point — is protected as well.
 //!
 //! The walk stays on the working directory's file system: a directory on another one (a mount
 //! point) is listed, never walked into.
@@ -151,7 +153,12 @@ impl Rule {
             match fs::symlink_metadata(&path) {
                 Ok(meta) if meta.is_dir() && !at.foreign(&path, &meta) => {}
                 Ok(meta) => {
-                    if self.matches(&rel) {
+                    // What stands where a named source's bytecode goes, not a directory of its
+                    // own (a link Python would follow, a mount point), is protected too while the
+                    // source is there.
+                    let cache = self.cache_dir().as_deref() == Some(rel.as_path())
+                        && fs::symlink_metadata(at.join(&self.base)).is_ok_and(|m| !m.is_dir());
+                    if self.matches(&rel) || cache {
                         out.insert(rel, meta);
                     }
                     return;
@@ -199,6 +206,7 @@ impl Rule {
                 return;
             }
         };
+        let mut listed = Vec::new();
         for entry in entries {
             let entry = match entry {
                 Ok(entry) => entry,
@@ -214,16 +222,24 @@ impl Rule {
             let rel = dir.join(&name);
             // The entry's own metadata: a symlink to a directory is a symlink.
             let path = at.join(&rel);
-            let meta = match fs::symlink_metadata(&path) {
-                Ok(meta) => meta,
-                Err(e) => {
-                    unreadable.push(format!("`{}`: {e}", shown(&rel)));
-                    continue;
+            match fs::symlink_metadata(&path) {
+                Ok(meta) => {
+                    // Another file system (a mount point) is listed, not walked into.
+                    let walk_into = meta.is_dir() && !at.foreign(&path, &meta);
+                    listed.push((rel, meta, walk_into));
                 }
-            };
-            // Another file system (a mount point) is listed, not walked into.
-            let walk_into = meta.is_dir() && !at.foreign(&path, &meta);
-            if self.matches(&rel) {
+                Err(e) => unreadable.push(format!("`{}`: {e}", shown(&rel))),
+            }
+        }
+        // Whether this directory holds a Python source the rule protects: then what stands at
+        // `__pycache__`, when it is not a directory of its own (a link Python would follow to
+        // bytecode elsewhere, a mount point), is protected too.
+        let sources = listed.iter().any(|(rel, meta, _)| {
+            !meta.is_dir() && rel.file_name().is_some_and(|n| n.as_bytes().ends_with(b".py")) && self.covers(rel)
+        });
+        for (rel, meta, walk_into) in listed {
+            let cache = sources && !walk_into && rel.file_name() == Some(OsStr::new(PYCACHE));
+            if self.matches(&rel) || cache {
                 out.insert(rel.clone(), meta);
             }
             if walk_into {
@@ -342,6 +358,33 @@ mod tests {
         );
         assert!(source_of(Path::new("a/x.cpython-311.pyc")).is_empty());
         assert!(source_of(Path::new("__pycache__/.cpython-311.pyc")).is_empty());
+    }
+
+    #[test]
+    fn a_link_where_a_protected_sources_bytecode_goes_is_protected() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        for f in ["tests/test_calc.py", "src/calc.py"] {
+            let path = dir.path().join(f);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, f).unwrap();
+        }
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("tests/__pycache__")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("src/__pycache__")).unwrap();
+        let root = crate::until::root::Root::pin(dir.path()).unwrap();
+        let check = |rule: Rule, want: &[&str]| {
+            let (mut found, mut unreadable) = (BTreeMap::new(), Vec::new());
+            rule.walk(root.check().unwrap(), &mut found, &mut unreadable);
+            let found: Vec<String> = found.keys().map(|p| shown(p)).collect();
+            assert_eq!(found, want, "{}", rule.text);
+        };
+        let both = ["tests/__pycache__", "tests/test_calc.py"];
+        check(Rule::parse(root.path(), "tests/test_*.py").unwrap(), &both);
+        check(Rule::parse(root.path(), "tests/test_calc.py").unwrap(), &both);
+        check(Rule::exact(Path::new("tests/test_calc.py")), &both);
+        // Beside no protected source, it is not protected.
+        check(Rule::parse(root.path(), "tests/*.txt").unwrap(), &[]);
+        check(Rule::parse(root.path(), "src/other.py").unwrap(), &[]);
     }
 
     #[test]
