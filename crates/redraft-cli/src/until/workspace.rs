@@ -11,7 +11,9 @@
 //! change by editing them), so that `node_modules/` or `target/` do not swamp the reports. That
 //! only shapes what the reports show: protection (`protect`) walks the protected paths itself
 //! and sees everything. Only regular files and symlinks are read; a FIFO, socket or device is
-//! never opened.
+//! never opened. Another file system mounted under the working directory (a bind mount, a FUSE
+//! file system) is left out, with a warning: its files are not the workspace's, and reading them
+//! could take forever.
 //!
 //! Time and memory are bounded: a file's content is read and hashed only up to [`HASH_MAX`]; a
 //! larger one is compared by its size, modification and change times and inode, never read (so a
@@ -21,7 +23,7 @@
 //! "content not read". Diffs (`diff`) are unified diffs in git's layout, with a stat of the files
 //! changed on top.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
@@ -142,6 +144,8 @@ pub struct Workspace {
     root: Arc<Root>,
     rules: Rules,
     blobs: Mutex<Blobs>,
+    /// The mount points under the working directory already said to be left out.
+    mounts: Mutex<BTreeSet<PathBuf>>,
 }
 
 /// File contents kept for diffs, by SHA-256, within [`KEEP_TOTAL`].
@@ -178,7 +182,7 @@ impl Workspace {
     pub fn open(root: Arc<Root>) -> Result<Self> {
         let at = root.check()?;
         let rules = Rules::read(at, root.path());
-        Ok(Self { root, rules, blobs: Mutex::new(Blobs::default()) })
+        Ok(Self { root, rules, blobs: Mutex::new(Blobs::default()), mounts: Mutex::new(BTreeSet::new()) })
     }
 
     /// Take a snapshot now. A directory that cannot be read is left out, with a warning.
@@ -229,7 +233,12 @@ impl Workspace {
             }
             let shown = || shown(&path);
             if kind.is_dir() {
-                dirs.push(path);
+                let full = at.join(&path);
+                if fs::symlink_metadata(&full).is_ok_and(|meta| at.foreign(&full, &meta)) {
+                    self.mount_left_out(&path);
+                } else {
+                    dirs.push(path);
+                }
             } else if kind.is_file() {
                 let read = read_file(&at.join(&path)).map_err(|e| anyhow!("cannot read `{}`: {e}", shown()))?;
                 let entry = match read {
@@ -261,6 +270,21 @@ impl Workspace {
     /// added and removed, then a total.
     pub fn stat(&self, before: &Snapshot, after: &Snapshot) -> Result<String> {
         Ok(diff::render(self, &before.entries, &after.entries, diff::With::StatOnly))
+    }
+
+    /// The directory `rel` is another file system (a mount point): it is left out of the
+    /// snapshots, which is said once a loop.
+    fn mount_left_out(&self, rel: &Path) {
+        let first = match self.mounts.lock() {
+            Ok(mut told) => told.insert(rel.to_owned()),
+            Err(_) => false,
+        };
+        if first {
+            eprintln!(
+                "warning: the reports leave out `{}`: it is another file system (a mount point), which redraft does not read",
+                shown(rel)
+            );
+        }
     }
 
     fn with_blobs<T>(&self, f: impl FnOnce(&mut Blobs) -> T) -> T {

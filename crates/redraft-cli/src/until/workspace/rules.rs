@@ -96,7 +96,11 @@ impl Rules {
             // The entry's own type: a symlink to a directory is not walked into.
             let sub = rel.join(name);
             if entry.file_type().is_ok_and(|t| t.is_dir()) && !self.ignored(&sub, true) {
-                dirs.push((sub, in_repo));
+                // Another file system (a mount point) is not the workspace's: not walked into.
+                let path = at.join(&sub);
+                if !fs::symlink_metadata(&path).is_ok_and(|meta| at.foreign(&path, &meta)) {
+                    dirs.push((sub, in_repo));
+                }
             }
         }
     }

@@ -1,6 +1,7 @@
 //! No file in the working directory can make redraft block or crawl: a FIFO where an ignore file or
 //! the lock is read, a huge sparse file in every snapshot, a directory where the lock goes, a
-//! file system mounted inside a protected directory (redraft deletes nothing across it).
+//! file system mounted inside a protected directory (redraft deletes nothing across it) or anywhere
+//! in the working directory (the snapshots do not walk into it).
 
 use std::path::Path;
 use std::process::Stdio;
@@ -221,4 +222,36 @@ async fn nothing_is_removed_across_a_mount_point() {
     assert!(first.contains("another file system"), "{first}");
     assert_eq!(listing(&dir.path().join("tests")), ["check.sh"]);
     assert_eq!(std::fs::read(dir.path().join("tests/check.sh")).unwrap(), CHECK.as_bytes());
+}
+
+/// An agent that bind-mounts a directory from outside into the working directory: the snapshots
+/// do not walk into it (its files are not the workspace's; a FUSE file system there could make a
+/// read wait forever), the reports leave it out, and a warning says so once. Run in a user and
+/// mount namespace of its own (`unshare -rm`), where the agent may mount.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_snapshots_do_not_walk_into_a_mount_point() {
+    let test = "the_snapshots_do_not_walk_into_a_mount_point";
+    let can = std::process::Command::new("unshare")
+        .args(["-rm", "sh", "-c", "d=$(mktemp -d) && mount -t tmpfs none \"$d\" && umount \"$d\" && rmdir \"$d\""])
+        .output();
+    if !can.is_ok_and(|o| o.status.success()) {
+        skip(test, "`unshare -rm` cannot make a mount namespace here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    protected_project(test, dir.path(), Repo::Plain).unwrap();
+    write(outside.path(), "elsewhere.txt", "not the workspace's\n");
+    let mount = format!("mkdir mnt\nmount --bind '{}' mnt\n{FIX}", outside.path().display());
+    let agent = cheat_then_fix(prompts.path(), &mount);
+    let args = ["--verify", "./tests/check.sh", "--task", "t", "--", "sh", &agent];
+    let done = until_wrapped(dir.path(), prompts.path(), &["unshare", "-rm"], &args, Duration::from_secs(120)).await;
+    let (code, stderr) = done.expect("redraft did not exit");
+    assert_eq!(code, 0, "{stderr}");
+    let first = std::fs::read_to_string(dir.path().join(".redraft/iterations/t/1.md")).unwrap();
+    assert!(first.contains("M calc.sh"), "{first}");
+    assert!(!first.contains("elsewhere.txt"), "the report shows a file of the mount: {first}");
+    let warning = "warning: the reports leave out `mnt`: it is another file system (a mount point)";
+    assert_eq!(stderr.matches(warning).count(), 1, "said once: {stderr}");
 }
