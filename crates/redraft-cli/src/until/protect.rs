@@ -7,7 +7,8 @@
 //! is (`globs`). Redraft walks the protected trees itself, matching names as bytes; git's view of
 //! the workspace plays no part. In every loop, globs or not, redraft's own configuration files
 //! are protected too — `./redraft.toml` (there or not: an agent must not create one), and the
-//! files `--config` or the XDG directory name when they lie in the working directory — because
+//! files `--config` or the XDG directory name when they lie in the working directory, where their
+//! names put them (a link there is protected as the link) and where a link there leads — because
 //! the next loop would read what the agent wrote there (its sandboxes, the environment its
 //! commands get, where the store and the traces go).
 //!
