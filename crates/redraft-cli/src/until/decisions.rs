@@ -12,6 +12,8 @@ use redraft::core::PersonReply;
 use redraft::core::prompt::truncate_chars;
 use redraft::core::{HaltReason, RunStatus};
 
+use super::root::Root;
+
 /// Longest part of the task's prompt quoted in an entry, in characters.
 const PROMPT_KEEP: usize = 600;
 /// Longest list of changes in an entry, in characters.
@@ -44,7 +46,7 @@ pub struct Entry<'a> {
 /// Append `entry` to the file at `path`, creating it (with a title) when it does not exist.
 /// Inside the working directory `root` the file is rewritten whole as a new file, so a link the
 /// agent put in its place is replaced, never written through (`inside`).
-pub fn append(root: &Path, path: &Path, entry: &Entry<'_>) -> Result<()> {
+pub fn append(root: &Root, path: &Path, entry: &Entry<'_>) -> Result<()> {
     let cannot = |e: std::io::Error| anyhow!("cannot record the loop's outcome in `{}`: {e}", path.display());
     let mut text = super::inside::read_own(root, path).map_err(cannot)?.unwrap_or_default();
     if text.is_empty() {

@@ -5,18 +5,16 @@
 //! `decisions.md` never land outside the working directory.
 
 use std::fs;
-use std::io::{self, ErrorKind, Write as _};
+use std::io::{self, ErrorKind, Read as _, Write as _};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
+
+use super::names::shown;
+use super::reading::open_regular;
+use super::root::{At, Root};
 
 /// The mode of a file redraft creates.
 const NEW_FILE_MODE: u32 = 0o644;
-
-/// `path` relative to `root` when it is inside it (compared by components: no `..`).
-fn relative<'a>(root: &Path, path: &'a Path) -> Option<&'a Path> {
-    let rel = path.strip_prefix(root).ok()?;
-    rel.components().all(|c| matches!(c, Component::Normal(_))).then_some(rel)
-}
 
 /// What [`real_dirs`] removes where a directory should be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,15 +26,22 @@ pub enum InTheWay {
     ReplaceLinks,
 }
 
-/// Make every directory of `dir` (relative to `root`) a real directory redraft can write in — a
-/// symlink in the way (and with [`InTheWay::Replace`] a file) is removed, never followed; a
-/// directory without its owner's read, write and search bits gets them — and return its full
-/// path.
-pub fn real_dirs(root: &Path, dir: &Path, in_the_way: InTheWay) -> io::Result<PathBuf> {
-    let mut path = root.to_owned();
+/// Make every directory of `dir` (relative to the working directory) a real directory redraft can
+/// write in — a symlink in the way (and with [`InTheWay::Replace`] a file) is removed, never
+/// followed; a directory without its owner's read, write and search bits gets them; a directory
+/// of another file system (a mount point) is an error — and return its full path.
+pub fn real_dirs(at: At<'_>, dir: &Path, in_the_way: InTheWay) -> io::Result<PathBuf> {
+    let mut rel = PathBuf::new();
     for part in dir {
-        path.push(part);
+        rel.push(part);
+        let path = at.join(&rel);
         match fs::symlink_metadata(&path) {
+            Ok(meta) if meta.is_dir() && at.foreign(&path, &meta) => {
+                return Err(io::Error::other(format!(
+                    "`{}` is another file system (a mount point), which redraft writes nothing into",
+                    shown(&rel)
+                )));
+            }
             Ok(meta) if meta.is_dir() => {
                 let mode = meta.permissions().mode() & 0o7777;
                 if mode & 0o700 != 0o700 {
@@ -48,7 +53,7 @@ pub fn real_dirs(root: &Path, dir: &Path, in_the_way: InTheWay) -> io::Result<Pa
             Ok(_) => {
                 return Err(io::Error::new(
                     ErrorKind::NotADirectory,
-                    format!("`{}` is in the way, not a directory", path.display()),
+                    format!("`{}` is in the way, not a directory", shown(&rel)),
                 ));
             }
             Err(e) if e.kind() == ErrorKind::NotFound => {}
@@ -56,21 +61,22 @@ pub fn real_dirs(root: &Path, dir: &Path, in_the_way: InTheWay) -> io::Result<Pa
         }
         fs::create_dir(&path)?;
     }
-    Ok(path)
+    Ok(at.join(&rel))
 }
 
-/// Write `bytes` as the file `path`. Inside `root` it is a new file renamed into place (keeping
-/// the mode of a regular file it replaces); outside, where the user named it, it is written as
-/// usual.
-pub fn write(root: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let Some(rel) = relative(root, path) else {
+/// Write `bytes` as the file `path`. Inside the working directory it is a new file renamed into
+/// place (keeping the mode of a regular file it replaces); outside, where the user named it, it is
+/// written as usual.
+pub fn write(root: &Root, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let Some(rel) = root.relative(path) else {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             fs::create_dir_all(dir)?;
         }
         return fs::write(path, bytes);
     };
+    let at = root.check().map_err(io::Error::other)?;
     let name = rel.file_name().ok_or_else(|| io::Error::new(ErrorKind::InvalidInput, "no file name"))?;
-    let dir = real_dirs(root, rel.parent().unwrap_or(Path::new("")), InTheWay::ReplaceLinks)?;
+    let dir = real_dirs(at, rel.parent().unwrap_or(Path::new("")), InTheWay::ReplaceLinks)?;
     let target = dir.join(name);
     let mode = match fs::symlink_metadata(&target) {
         Ok(meta) if meta.is_dir() => return Err(io::Error::new(ErrorKind::IsADirectory, "it is a directory")),
@@ -84,30 +90,37 @@ pub fn write(root: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// What `path` holds now, to be added to: inside `root`, only a regular file of its own (not a
-/// symlink, not a file with other hard links — their content is someone else's) reached through
-/// real directories; `None` when there is no such file.
-pub fn read_own(root: &Path, path: &Path) -> io::Result<Option<Vec<u8>>> {
-    let Some(rel) = relative(root, path) else {
+/// What `path` holds now, to be added to: inside the working directory, only a regular file of
+/// its own (not a symlink, not a file with other hard links — their content is someone else's)
+/// reached through real directories; `None` when there is no such file.
+pub fn read_own(root: &Root, path: &Path) -> io::Result<Option<Vec<u8>>> {
+    let Some(rel) = root.relative(path) else {
         return match fs::read(path) {
             Ok(bytes) => Ok(Some(bytes)),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         };
     };
-    let mut at = root.to_owned();
+    let at = root.check().map_err(io::Error::other)?;
+    let mut dir = PathBuf::new();
     for part in rel.parent().into_iter().flat_map(Path::iter) {
-        at.push(part);
-        if !fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir()) {
+        dir.push(part);
+        let path = at.join(&dir);
+        if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && !at.foreign(&path, &m)) {
             return Ok(None);
         }
     }
-    let path = root.join(rel);
+    let path = at.join(rel);
     match fs::symlink_metadata(&path) {
-        Ok(meta) if meta.is_file() && meta.nlink() == 1 => fs::read(&path).map(Some),
+        Ok(meta) if meta.is_file() && meta.nlink() == 1 => {
+            let (mut file, _) = open_regular(&path)?;
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes)?;
+            Ok(Some(bytes))
+        }
         Ok(meta) if meta.is_dir() => Err(io::Error::new(ErrorKind::IsADirectory, "it is a directory")),
         Ok(_) => {
-            tracing::warn!(path = %path.display(), "not a file of its own (a symlink, or a file with other hard links): replaced by a new file");
+            tracing::warn!(path = %shown(rel), "not a file of its own (a symlink, or a file with other hard links): replaced by a new file");
             Ok(None)
         }
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
@@ -122,23 +135,24 @@ mod tests {
     #[test]
     fn links_in_the_way_are_replaced_never_written_through() {
         let root = tempfile::tempdir().unwrap();
+        let pinned = Root::pin(root.path()).unwrap();
         let outside = tempfile::tempdir().unwrap();
         let victim = outside.path().join("victim");
         fs::write(&victim, "precious").unwrap();
         // A linked directory on the way, a symlinked file, a hard-linked file.
         std::os::unix::fs::symlink(outside.path(), root.path().join("dir")).unwrap();
-        write(root.path(), &root.path().join("dir/report.md"), b"report").unwrap();
+        write(&pinned, &root.path().join("dir/report.md"), b"report").unwrap();
         assert!(fs::symlink_metadata(root.path().join("dir")).unwrap().is_dir());
         assert_eq!(fs::read_to_string(root.path().join("dir/report.md")).unwrap(), "report");
         std::os::unix::fs::symlink(&victim, root.path().join("link.md")).unwrap();
-        assert_eq!(read_own(root.path(), &root.path().join("link.md")).unwrap(), None);
-        write(root.path(), &root.path().join("link.md"), b"mine").unwrap();
+        assert_eq!(read_own(&pinned, &root.path().join("link.md")).unwrap(), None);
+        write(&pinned, &root.path().join("link.md"), b"mine").unwrap();
         fs::hard_link(&victim, root.path().join("hard.md")).unwrap();
-        assert_eq!(read_own(root.path(), &root.path().join("hard.md")).unwrap(), None);
-        write(root.path(), &root.path().join("hard.md"), b"mine").unwrap();
+        assert_eq!(read_own(&pinned, &root.path().join("hard.md")).unwrap(), None);
+        write(&pinned, &root.path().join("hard.md"), b"mine").unwrap();
         assert_eq!(fs::read_to_string(&victim).unwrap(), "precious");
         assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 1);
-        assert_eq!(read_own(root.path(), &root.path().join("hard.md")).unwrap(), Some(b"mine".to_vec()));
+        assert_eq!(read_own(&pinned, &root.path().join("hard.md")).unwrap(), Some(b"mine".to_vec()));
         let mode = fs::metadata(root.path().join("hard.md")).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, NEW_FILE_MODE);
     }
@@ -146,12 +160,13 @@ mod tests {
     #[test]
     fn a_file_in_the_way_of_a_report_is_an_error_and_stays() {
         let root = tempfile::tempdir().unwrap();
+        let pinned = Root::pin(root.path()).unwrap();
         fs::write(root.path().join("reports"), "in the way").unwrap();
-        let err = write(root.path(), &root.path().join("reports/1.md"), b"report").unwrap_err();
+        let err = write(&pinned, &root.path().join("reports/1.md"), b"report").unwrap_err();
         assert!(err.to_string().contains("is in the way, not a directory"), "{err}");
         assert_eq!(fs::read_to_string(root.path().join("reports")).unwrap(), "in the way");
         // Protected paths are put back whatever is in their way.
-        real_dirs(root.path(), Path::new("reports"), InTheWay::Replace).unwrap();
+        real_dirs(pinned.check().unwrap(), Path::new("reports"), InTheWay::Replace).unwrap();
         assert!(root.path().join("reports").is_dir());
     }
 }

@@ -1,11 +1,17 @@
 //! `redraft until`: agent mode. The artifact is the working directory: each iteration runs
 //! the agent (prompt and feedback on stdin, in `$REDRAFT_PROMPT_FILE` and as `{prompt}`), then
 //! the verifier, and writes `.redraft/iterations/<task>/<i>.md`; success writes `final.md`,
-//! the cap writes `escalation.md`. Protected paths are checked and put back as they were before
+//! the cap writes `escalation.md`. Protected paths — the `--protect` globs, and redraft's own
+//! configuration files in the working directory — are checked and put back as they were before
 //! the loop as soon as the agent's turn ends — when the workspace is read, before any evaluator
 //! runs —, checked again right before the verifier starts, and put back after any iteration that
 //! ended early and at the end of the loop; a change the agent made rejects the iteration. Redraft
 //! starts no program of its own on the workspace: snapshots and diffs are its own code.
+//!
+//! The working directory is pinned when the loop starts (`root`): every operation on it first
+//! checks that its path still leads there, and the loop stops when it does not. What the agent or
+//! the verifier left running after killing its supervisor is ended before the workspace is read,
+//! before the verifier starts, and when the loop ends.
 //!
 //! It is the one loop: the flags become a [`RunSpec`] (with its `workspace`), prepared like
 //! any run, and recorded in the store like any run (`redraft runs show`); agent mode only
@@ -18,11 +24,13 @@ mod lock;
 mod names;
 mod plug;
 mod protect;
+mod reading;
 mod report;
+mod root;
 mod workspace;
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -38,6 +46,7 @@ use self::lock::Lock;
 use self::plug::{Journal, Shared, Verifier, WorkspaceArtifact};
 use self::protect::{ProtectEvaluator, Protected};
 use self::report::IterationReport;
+use self::root::Root;
 use self::workspace::Workspace;
 use crate::args::{OnCap, UntilArgs};
 use crate::commands::run::apply_policy_flags;
@@ -55,7 +64,8 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
             "no agent command was given\nhint: put it after `--`, e.g. `redraft until --verify 'cargo test' -- my-agent --fix`"
         ));
     }
-    let root = std::env::current_dir().map_err(|e| anyhow!("cannot read the current directory: {e}"))?;
+    let cwd = std::env::current_dir().map_err(|e| anyhow!("cannot read the current directory: {e}"))?;
+    let root = Arc::new(Root::pin(&cwd)?);
     let prompt = match &args.prompt {
         Some(p) => input::text_or_file(p, "prompt")?,
         None => format!("Make the verifier pass: `{}` must exit with status 0.", args.verify),
@@ -64,23 +74,33 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
         Some(t) => valid_task(t)?,
         None => default_task(&prompt),
     };
-    let _lock = Lock::acquire(&root, &task_id)?;
+    let _lock = Lock::acquire(root.clone(), &task_id)?;
     // A process the agent detaches from its supervisor (by killing it) is re-parented here, not
     // to init, so that it can be found and stopped before the verifier runs.
     redraft::sandbox::adopt_orphans()?;
-    // Before the first agent run: what is protected is what the files are now.
-    let protected = Protected::capture(&root, &args.protect)?;
+    // Before the first agent run: what is protected is what the files are now. Redraft's own
+    // configuration files in the working directory are protected in every loop: the next loop
+    // would read what the agent wrote there.
+    let config_files = config_files(&root, config_path);
+    let protected = Protected::capture(root.clone(), &args.protect, &config_files)?;
     for glob in protected.unmatched() {
         eprintln!(
             "warning: `--protect {glob}` matches no file in `{}`; it only stops the agent adding files there\nhint: globs are relative to the working directory; `*` stops at `/`, `dir` or `dir/**` covers everything under `dir`",
-            root.display()
+            root.path().display()
         );
     }
     let mut task_text = prompt.clone();
     task_text.push_str(&format!("\n\nWhen you are done, this command must pass (exit 0): `{}`", args.verify));
-    if protected.has_rules() {
+    if protected.has_globs() {
         let globs: Vec<String> = args.protect.iter().map(|g| format!("`{g}`")).collect();
         task_text.push_str(&format!("\nDo not change, add or delete files matching: {}", globs.join(", ")));
+    }
+    if !config_files.is_empty() {
+        let files: Vec<String> = config_files.iter().map(|f| format!("`{}`", names::shown(f))).collect();
+        task_text.push_str(&format!(
+            "\nDo not create, change or delete redraft's configuration: {} (a change is undone and rejects the iteration)",
+            files.join(", ")
+        ));
     }
     // The one request shape: what is recorded, and what the runner is prepared from.
     let spec = RunSpec {
@@ -96,20 +116,23 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
         }),
         ..spec
     };
-    let prepared = spec.prepare(&SpecSetup::local(&config, root.clone()))?;
+    let prepared = spec.prepare(&SpecSetup::local(&config, root.path().to_owned()))?;
     let agent = prepared.agent.clone().ok_or_else(|| anyhow!("the agent command was not prepared"))?;
 
-    let workspace = Workspace::open(&root);
+    // The ignore rules of the reports are read here, once, before the agent's first turn.
+    let workspace = tokio::task::block_in_place(|| Workspace::open(root.clone()))?;
     let baseline = tokio::task::block_in_place(|| workspace.snapshot())?;
     let timeout = spec.policy(&config.policy).attempt_timeout;
-    let mut verifier = ExecEvaluator::new(&args.verify, &root).timeout(timeout).extension("txt");
+    let mut verifier = ExecEvaluator::new(&args.verify, root.path()).timeout(timeout).extension("txt");
     // The verifier runs in the sandbox the spec's agent got.
     if let Some(s) = &prepared.sandbox {
         verifier = verifier.sandbox(s.clone());
     }
-    let dir = report::task_dir(&root, &task_id);
+    let dir = report::task_dir(root.path(), &task_id);
     let limit = Arc::new(AtomicU32::new(max));
+    let cancel = cancel_on_ctrl_c();
     let shared = Arc::new(Shared {
+        root: root.clone(),
         workspace,
         baseline,
         before: Mutex::new(None),
@@ -122,6 +145,8 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
         protect_found: Arc::new(Mutex::new(Vec::new())),
         protect_checked: AtomicBool::new(true),
         diffs: Mutex::new(Vec::new()),
+        cancel: cancel.clone(),
+        moved: Mutex::new(None),
     });
     // Agent mode plugs the workspace into the loop: the artifact, two evaluators, the journal.
     let runner = prepared
@@ -132,14 +157,12 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
         .with_observer(Arc::new(Journal {
             shared: shared.clone(),
             agent,
-            root: root.clone(),
             dir: dir.clone(),
             task: task_id.clone(),
             limit: limit.clone(),
         }));
     let worker =
         if args.no_store { None } else { Some(Worker::start(redraft::store::open(&config).await?, &config.queue)) };
-    let cancel = cancel_on_ctrl_c();
     let how = Start {
         run_id: Some(redraft::new_run_id()),
         observers: progress_lines(args.progress, max).into_iter().collect(),
@@ -156,15 +179,70 @@ pub async fn run(args: UntilArgs, config_path: Option<&Path>) -> Result<Outcome>
     let first = match first {
         Ok(result) => result,
         Err(e) => {
-            shared.settle_protected("when the loop stopped");
+            shared.settle_protected("when the loop stopped").await;
+            if let Some(moved) = stopped(&shared) {
+                return Err(after_run(moved));
+            }
             return Err(e.into());
         }
     };
     // From here on the agent has run: an error exits 1, not 2.
     let looped = Looped { runner, task, worker, how, max, limit, cancel };
-    let (result, answers) = looped.until_done(first, &shared).await.map_err(after_run)?;
+    let done = looped.until_done(first, &shared).await;
+    // The working directory is no longer the one the loop began in: nothing more is written.
+    if let Some(moved) = stopped(&shared) {
+        return Err(after_run(moved));
+    }
+    let (result, answers) = done.map_err(after_run)?;
     let ended = Ended { args: &args, config: &config, root: &root, dir: &dir, task_id: &task_id, prompt: &prompt, max };
     ended.write(&result, &answers, &shared).map_err(after_run)
+}
+
+/// Why the loop stopped on its own, when it did (the working directory moved), as an error.
+fn stopped(shared: &Shared) -> Option<anyhow::Error> {
+    shared.moved().map(anyhow::Error::from)
+}
+
+/// Redraft's configuration files that lie in the working directory, relative to it: every file
+/// the configuration is read from (the XDG file, `--config` or `./redraft.toml`), there or not,
+/// and `./redraft.toml` always, since a later loop without `--config` would read it. Each is
+/// protected where its name puts it (a link there is protected as the link: the agent could
+/// replace it) and, when that is a link into the working directory, where it leads too.
+fn config_files(root: &Root, explicit: Option<&Path>) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let places = redraft::config::Config::file_places(explicit).into_iter().chain([PathBuf::from("redraft.toml")]);
+    for place in places {
+        let named = root.relative(&place).map(Path::to_owned);
+        for rel in named.into_iter().chain(resolved_inside(root, &place)) {
+            if !files.contains(&rel) {
+                files.push(rel);
+            }
+        }
+    }
+    files
+}
+
+/// `path` (absolute, or relative to the working directory) relative to the working directory,
+/// when it lies there once links are followed: its deepest part that exists is resolved, the rest
+/// taken as written.
+fn resolved_inside(root: &Root, path: &Path) -> Option<PathBuf> {
+    let path = root.path().join(path);
+    let mut rest = Vec::new();
+    let mut existing = path.as_path();
+    let resolved = loop {
+        if let Ok(resolved) = std::fs::canonicalize(existing) {
+            break resolved;
+        }
+        rest.push(existing.file_name()?.to_owned());
+        existing = existing.parent()?;
+    };
+    let mut full = resolved;
+    for part in rest.iter().rev() {
+        full.push(part);
+    }
+    let rel = full.strip_prefix(root.path()).ok()?;
+    let plain = rel.components().all(|c| matches!(c, Component::Normal(_)));
+    (plain && !rel.as_os_str().is_empty()).then(|| rel.to_owned())
 }
 
 /// The loop after its first round, for `--on-cap ask`: each answer goes on with the same run.
@@ -184,14 +262,14 @@ impl Looped {
     async fn until_done(mut self, mut result: RunResult, shared: &Shared) -> Result<(RunResult, Vec<PersonReply>)> {
         let mut answers = Vec::new();
         loop {
-            if result.status != RunStatus::AwaitingInput {
-                shared.settle_protected("when the loop stopped");
+            if result.status != RunStatus::AwaitingInput || shared.moved().is_some() {
+                shared.settle_protected("when the loop stopped").await;
                 return Ok((result, answers));
             }
             // `--on-cap ask`: the person decides whether the loop goes on, and with what.
-            shared.settle_protected("when the loop reached its cap");
+            shared.settle_protected("when the loop reached its cap").await;
             let Some(reply) = ask(&result, self.max, &self.cancel).await? else {
-                shared.settle_protected("when the loop stopped");
+                shared.settle_protected("when the loop stopped").await;
                 // No answer: the run fails, in the store too (it no longer awaits one).
                 let failed = match &self.worker {
                     Some(worker) => worker.store().abort_run(&result.run_id).await?,
@@ -211,7 +289,7 @@ impl Looped {
             result = match next {
                 Ok(result) => result,
                 Err(e) => {
-                    shared.settle_protected("when the loop stopped");
+                    shared.settle_protected("when the loop stopped").await;
                     return Err(e.into());
                 }
             };
@@ -224,7 +302,7 @@ impl Looped {
 struct Ended<'a> {
     args: &'a UntilArgs,
     config: &'a Config,
-    root: &'a Path,
+    root: &'a Root,
     dir: &'a Path,
     task_id: &'a str,
     prompt: &'a str,
@@ -254,11 +332,11 @@ impl Ended<'_> {
                 max_iterations: self.max,
                 reason: args.reason.as_deref(),
                 changes: &changes,
-                report: written.strip_prefix(self.root).unwrap_or(&written),
+                report: written.strip_prefix(self.root.path()).unwrap_or(&written),
                 answers,
                 at: &redraft::clock::now_rfc3339(),
             };
-            let path = self.root.join(&args.decisions);
+            let path = self.root.path().join(&args.decisions);
             // The loop's own reports are written; a decisions file that cannot be is said, not fatal.
             if let Err(e) = decisions::append(self.root, &path, &entry) {
                 eprintln!("warning: {e}");
@@ -364,6 +442,32 @@ fn default_task(prompt: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn configuration_files_are_protected_where_named_and_where_a_link_leads() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = Root::pin(dir.path()).unwrap();
+        let ws = root.path();
+        std::fs::write(outside.path().join("shared.toml"), "").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("shared.toml"), ws.join("redraft.toml")).unwrap();
+        std::fs::create_dir(ws.join("conf")).unwrap();
+        std::fs::write(ws.join("conf/real.toml"), "").unwrap();
+        std::os::unix::fs::symlink("conf/real.toml", ws.join("mine.toml")).unwrap();
+        let files = |explicit: Option<&Path>| -> Vec<String> {
+            config_files(&root, explicit).iter().map(|f| names::shown(f)).collect()
+        };
+        // A link to a file outside is protected as the link.
+        assert!(files(None).contains(&"redraft.toml".to_owned()), "{:?}", files(None));
+        // A link to a file inside: the link and the file.
+        let named = files(Some(Path::new("mine.toml")));
+        assert!(named.contains(&"mine.toml".to_owned()) && named.contains(&"conf/real.toml".to_owned()), "{named:?}");
+        let absolute = files(Some(&ws.join("conf/real.toml")));
+        assert!(absolute.contains(&"conf/real.toml".to_owned()), "{absolute:?}");
+        // A file outside the working directory is not the loop's to protect.
+        let elsewhere = files(Some(&outside.path().join("shared.toml")));
+        assert!(!elsewhere.iter().any(|f| f.contains("shared")), "{elsewhere:?}");
+    }
 
     #[test]
     fn dates_and_slugs() {

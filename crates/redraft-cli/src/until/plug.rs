@@ -2,12 +2,19 @@
 //! ([`WorkspaceArtifact`]), the verifier that keeps its output for the report
 //! ([`Verifier`]), and the journal that snapshots the workspace before each iteration and
 //! writes each iteration's report ([`Journal`]). The protect evaluator is in `protect`.
+//!
+//! Each of them first ends what the agent or the verifier left running after killing its
+//! supervisor (re-parented to redraft, `end_strays`) — before the agent's turn, right after it
+//! (before the workspace is read and its protected paths put back), before the verifier, and
+//! when the loop ends — and checks that the working directory is still the one the loop began in
+//! (`root`), stopping the run when it is not.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
+use redraft::CancellationToken;
 use redraft::core::{ArtifactSource, EvalInput, Evaluator, EvaluatorError, Issue, Verdict};
 use redraft::eval::ExecEvaluator;
 use redraft::providers::CommandProvider;
@@ -16,10 +23,12 @@ use serde_json::Value;
 
 use super::protect::{Finding, PROTECTED_FILE_MODIFIED, Protected};
 use super::report::{self, IterationReport};
+use super::root::{Moved, Root};
 use super::workspace::{Snapshot, Workspace};
 
-/// How long the processes an agent left behind may take to die before the verifier starts
-/// anyway (a `SIGKILL` takes effect at once; this only bounds a wedged kernel).
+/// How long the processes an agent left behind may take to die before the workspace is read or
+/// the verifier starts anyway (a `SIGKILL` takes effect at once; this only bounds a wedged
+/// kernel).
 const STRAYS_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Longest cumulative diff in the artifact (what the agent is shown as its submission).
@@ -28,6 +37,7 @@ const ARTIFACT_DIFF_KEEP: usize = 16 * 1024;
 /// What the pieces of one loop share.
 #[derive(Debug)]
 pub(super) struct Shared {
+    pub(super) root: Arc<Root>,
     pub(super) workspace: Workspace,
     pub(super) baseline: Snapshot,
     pub(super) before: Mutex<Option<Snapshot>>,
@@ -38,6 +48,10 @@ pub(super) struct Shared {
     /// Whether the agent's turn was checked since it began.
     pub(super) protect_checked: AtomicBool,
     pub(super) diffs: Mutex<Vec<(u32, String)>>,
+    /// Stops the run: fired when the working directory is no longer the one the loop began in.
+    pub(super) cancel: CancellationToken,
+    /// Why the loop stopped on its own, when it did.
+    pub(super) moved: Mutex<Option<Moved>>,
 }
 
 impl Shared {
@@ -60,18 +74,46 @@ impl Shared {
         self.before.lock().ok().and_then(|b| b.clone()).unwrap_or_else(|| self.baseline.clone())
     }
 
+    /// The working directory is no longer the one the loop began in: stop the run (the first
+    /// reason is kept).
+    fn stop(&self, moved: Moved) {
+        if let Ok(mut m) = self.moved.lock()
+            && m.is_none()
+        {
+            *m = Some(moved);
+        }
+        self.cancel.cancel();
+    }
+
+    /// Why the loop stopped on its own, when it did.
+    pub(super) fn moved(&self) -> Option<Moved> {
+        self.moved.lock().ok().and_then(|m| m.clone())
+    }
+
+    /// Check that the working directory is the one the loop began in; stop the run if not.
+    fn check_root(&self) -> Result<(), Moved> {
+        self.root.check().map(|_| ()).inspect_err(|moved| self.stop(moved.clone()))
+    }
+
     /// The agent's turn has ended: find what it changed under the protected paths, and put
     /// them back as they were before the loop.
-    fn end_turn(&self) -> Vec<Finding> {
+    fn end_turn(&self) -> Result<Vec<Finding>, Moved> {
         self.protect_checked.store(true, Ordering::SeqCst);
-        tokio::task::block_in_place(|| self.protected.end_turn())
+        tokio::task::block_in_place(|| self.protected.end_turn()).inspect_err(|moved| self.stop(moved.clone()))
     }
 
     /// After an iteration: when it ended before the workspace was read (a timeout), the agent's
-    /// turn is checked now, and what it changed under the protected paths is put back and said.
-    fn after_iteration(&self, iteration: u32) {
-        if !self.protect_checked.swap(true, Ordering::SeqCst) {
-            for f in self.end_turn() {
+    /// turn is checked now — what it left running is ended first —, and what it changed under
+    /// the protected paths is put back and said.
+    async fn after_iteration(&self, iteration: u32) {
+        if self.protect_checked.load(Ordering::SeqCst) {
+            return;
+        }
+        end_strays("the workspace was read").await;
+        if !self.protect_checked.swap(true, Ordering::SeqCst)
+            && let Ok(found) = self.end_turn()
+        {
+            for f in found {
                 eprintln!("warning: after iteration {iteration}: {}", f.text);
             }
         }
@@ -79,16 +121,35 @@ impl Shared {
 
     /// Put the protected paths back as they were before the loop — when it stops, and at its
     /// cap — saying what was put back (caches aside): what an agent's unfinished turn changed,
-    /// and what the verifier left there.
-    pub(super) fn settle_protected(&self, when: &str) {
+    /// and what the verifier left there. What the agent or the verifier left running is ended
+    /// first, so that nothing outlives the loop (or tampers with what is put back).
+    pub(super) async fn settle_protected(&self, when: &str) {
+        end_strays("the protected paths were put back").await;
+        if self.moved().is_some() {
+            return;
+        }
         let mut found = Vec::new();
         if !self.protect_checked.swap(true, Ordering::SeqCst) {
-            found = self.end_turn();
+            found = self.end_turn().unwrap_or_default();
         }
-        found.extend(tokio::task::block_in_place(|| self.protected.restore_all()));
+        match tokio::task::block_in_place(|| self.protected.restore_all()) {
+            Ok(restored) => found.extend(restored),
+            Err(moved) => self.stop(moved),
+        }
         for f in found {
             eprintln!("warning: {when}: {}", f.text);
         }
+    }
+}
+
+/// End every process this one started that is still running — what an agent or a verifier left
+/// behind after killing its supervisor, re-parented here — saying so, before `what`.
+async fn end_strays(what: &str) {
+    let strays = redraft::sandbox::end_strays(STRAYS_WITHIN).await;
+    if strays > 0 {
+        eprintln!(
+            "warning: {strays} process(es) the agent or the verifier started got away from its supervisor and were killed before {what}"
+        );
     }
 }
 
@@ -101,10 +162,14 @@ impl ArtifactSource for WorkspaceArtifact {
     async fn artifact(&self, _raw: &str, _iteration: u32) -> Result<Value, EvaluatorError> {
         let fail = |e: anyhow::Error| EvaluatorError::Failed { evaluator: "workspace".into(), message: e.to_string() };
         let s = &self.0;
+        // Nothing the agent started runs while the workspace is read and its protected paths put
+        // back: what got away from its supervisor is ended first.
+        end_strays("the workspace was read").await;
+        s.check_root().map_err(|moved| fail(moved.into()))?;
         // The snapshot keeps what the agent did (the report shows it); then the protected paths
         // are put back before any evaluator — the verifier included — sees the workspace.
         let after = s.snapshot();
-        let found = s.end_turn();
+        let found = s.end_turn().map_err(|moved| fail(moved.into()))?;
         if let Ok(mut f) = s.protect_found.lock() {
             *f = found;
         }
@@ -139,11 +204,11 @@ impl Evaluator for Verifier {
         // No process the agent started is alive when the verifier starts: its supervisor killed
         // what it left behind, and what got away from the supervisor (the agent killed it) was
         // re-parented to this process, which ends it here.
-        let strays = redraft::sandbox::end_strays(STRAYS_WITHIN).await;
-        if strays > 0 {
-            eprintln!(
-                "warning: {strays} process(es) the agent started got away from its supervisor and were killed before the verifier ran"
-            );
+        end_strays("the verifier ran").await;
+        // The verifier starts in the working directory by its path: only while that still leads
+        // to the directory the loop began in.
+        if let Err(moved) = self.shared.check_root() {
+            return Err(EvaluatorError::Failed { evaluator: "verify".into(), message: moved.to_string() });
         }
         // The verifier never runs against anything but the protected paths as they were before
         // the loop: checked again here, right before it starts.
@@ -176,9 +241,7 @@ impl Evaluator for Verifier {
 pub(super) struct Journal {
     pub(super) shared: Arc<Shared>,
     pub(super) agent: Arc<CommandProvider>,
-    /// The working directory.
-    pub(super) root: PathBuf,
-    /// Where the task's reports go, under `root`.
+    /// Where the task's reports go, in the working directory.
     pub(super) dir: PathBuf,
     pub(super) task: String,
     /// Iterations the loop may make: the cap, raised by each answer at the cap.
@@ -192,11 +255,22 @@ impl RunObserver for Journal {
         if let Ok(mut f) = s.protect_found.lock() {
             f.clear();
         }
+        // Nothing the last verifier left running (after killing its supervisor) goes on into the
+        // agent's turn.
+        end_strays("the agent's turn began").await;
+        // The agent starts in the working directory by its path: only while that still leads to
+        // the directory the loop began in (the run stops otherwise, before the agent starts).
+        if s.check_root().is_err() {
+            return;
+        }
         let snap = s.snapshot().ok();
         if let Ok(mut b) = s.before.lock() {
             *b = snap;
         }
-        tokio::task::block_in_place(|| s.protected.begin_turn());
+        if let Err(moved) = tokio::task::block_in_place(|| s.protected.begin_turn()) {
+            s.stop(moved);
+            return;
+        }
         s.protect_checked.store(false, Ordering::SeqCst);
         let (agent_command, verifier_command) = {
             let r = s.report();
@@ -208,20 +282,18 @@ impl RunObserver for Journal {
     async fn attempt_finished(&self, _run_id: &str, attempt: &AttemptRecord) {
         let s = &self.shared;
         // An iteration that timed out before the workspace was read is checked here.
-        s.after_iteration(attempt.iteration);
+        s.after_iteration(attempt.iteration).await;
         s.with_report(|r| r.agent = self.agent.last_output());
         let report = s.report();
         if let Ok(mut d) = s.diffs.lock() {
             d.push((attempt.iteration, report.diff.clone()));
         }
-        if let Err(e) = report::write_iteration(
-            &self.root,
-            &self.dir,
-            &self.task,
-            self.limit.load(Ordering::SeqCst),
-            attempt,
-            &report,
-        ) {
+        if s.moved().is_some() {
+            return;
+        }
+        if let Err(e) =
+            report::write_iteration(&s.root, &self.dir, &self.task, self.limit.load(Ordering::SeqCst), attempt, &report)
+        {
             tracing::error!("{e}");
         }
     }

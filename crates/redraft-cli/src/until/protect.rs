@@ -3,8 +3,14 @@
 //!
 //! **What is protected.** Everything a glob matches, or that lies under a directory it matches:
 //! files, symlinks, directories, dotfiles, caches (`__pycache__`, `.pytest_cache`), files git
-//! ignores, any byte sequence as a name. Redraft walks the protected trees itself (`globs`),
-//! matching names as bytes; git's view of the workspace plays no part.
+//! ignores, any byte sequence as a name; the bytecode of a protected Python source wherever it
+//! is (`globs`). Redraft walks the protected trees itself, matching names as bytes; git's view of
+//! the workspace plays no part. In every loop, globs or not, redraft's own configuration files
+//! are protected too — `./redraft.toml` (there or not: an agent must not create one), and the
+//! files `--config` or the XDG directory name when they lie in the working directory, where their
+//! names put them (a link there is protected as the link) and where a link there leads — because
+//! the next loop would read what the agent wrote there (its sandboxes, the environment its
+//! commands get, where the store and the traces go).
 //!
 //! **Before the loop** every protected path is recorded: a file's bytes, mode and modification
 //! time, a symlink's target, a directory's mode.
@@ -18,13 +24,15 @@
 //!
 //! **Blame.** What the *agent* changed is what differs between the protected paths when its turn
 //! ended and when it began — so what the verifier wrote there on its previous run (pytest's
-//! `__pycache__` and `.pytest_cache`, a report) is never blamed on the agent. A change the agent
+//! `__pycache__` and `.pytest_cache`, a report) is never blamed on the agent, nor is a path the
+//! agent only put back as it was before the loop. A change the agent
 //! made rejects the iteration as verifier-gaming (`protected_file_modified`), whatever the
 //! verifier says. One exception: changes inside a well-known cache directory ([`CACHE_DIRS`] —
 //! an honest agent that runs the tests writes them too) are put back like everything else but
-//! not held against the agent; they are logged (at `info`). A forged `.pyc` beside a protected
-//! test is therefore removed before the verifier runs, silently: the verifier judges the real
-//! test, and its verdict is the iteration's.
+//! not held against the agent; they are logged (at `info`). A forged `.pyc` for a protected
+//! test — under `tests/**`, or under `tests/test_*.py`, which protects the tests' bytecode too —
+//! is therefore removed before the verifier runs, silently: the verifier judges the real test,
+//! and its verdict is the iteration's.
 //!
 //! **After the loop** (or at its cap) the protected paths are put back once more, so the loop
 //! leaves them as it found them; what the verifier left there is named in a warning, unless it
@@ -33,15 +41,23 @@
 //! Nothing here follows a symlink: the trees are walked through real directories only, and a
 //! restore replaces whatever stands in the way (a symlink, a directory, a file where a directory
 //! was) instead of writing through it, so nothing outside the working directory is written or
-//! deleted. Change detection compares bytes (SHA-256), modes and types, never times or sizes
-//! alone.
+//! deleted. Nothing crosses into another file system either: a mount point under a protected
+//! path (a bind mount of a directory outside, a FUSE file system) is never walked into, removed
+//! through or written into — it cannot be put back, so the verifier does not run while it is
+//! there. Change detection compares bytes (SHA-256), modes and types, never times or sizes alone;
+//! only a file over 16 MiB where no protected file of its size was before the loop is not read
+//! (it cannot be what was there): it is told apart by its size, times and inode, and put back or
+//! removed, so a huge sparse file costs nothing.
+//!
+//! Every operation first checks that the working directory is still the one the loop started in
+//! (`root`); when it is not, nothing is done and the loop stops.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::io::{self, ErrorKind, Read as _, Write as _};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use anyhow::{Result, anyhow};
@@ -51,6 +67,8 @@ use sha2::{Digest, Sha256};
 use self::globs::Rule;
 use super::inside::{InTheWay, real_dirs};
 use super::names::shown;
+use super::reading::open_regular;
+use super::root::{At, Moved, Root};
 
 mod globs;
 
@@ -62,12 +80,22 @@ pub const CACHE_DIRS: [&str; 4] = ["__pycache__", ".pytest_cache", ".mypy_cache"
 
 type Sha = [u8; 32];
 
+/// A file larger than this is read only where a protected file of its size was before the loop.
+const HASH_MAX: u64 = 16 * 1024 * 1024;
+
 /// A protected path as the listings compare it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Node {
     File {
         mode: u32,
         sha: Sha,
+    },
+    /// A file too large to read (see [`HASH_MAX`]): its size, inode, and modification and change
+    /// times. Never one recorded before the loop, so always put back or removed.
+    Large {
+        mode: u32,
+        size: u64,
+        stamp: (u64, i64, i64, i64, i64),
     },
     Link(PathBuf),
     Dir {
@@ -82,7 +110,7 @@ enum Node {
 impl Node {
     fn kind(&self) -> &'static str {
         match self {
-            Node::File { .. } | Node::Unreadable => "a file",
+            Node::File { .. } | Node::Large { .. } | Node::Unreadable => "a file",
             Node::Link(_) => "a symlink",
             Node::Dir { .. } => "a directory",
             Node::Special => "a special file",
@@ -103,8 +131,13 @@ struct Listing {
 /// The protected paths, as they were before the loop.
 #[derive(Debug)]
 pub struct Protected {
-    root: PathBuf,
+    root: Arc<Root>,
     rules: Vec<Rule>,
+    /// How many of the rules are `--protect` globs (the first ones); the others are redraft's
+    /// configuration files.
+    globs: usize,
+    /// Redraft's configuration files in the working directory, relative to it.
+    config: Vec<PathBuf>,
     before: Listing,
     /// The bytes of every protected file before the loop, by SHA-256.
     contents: HashMap<Sha, Vec<u8>>,
@@ -114,17 +147,21 @@ pub struct Protected {
 }
 
 impl Protected {
-    /// Expand `patterns` (relative to `root`, or absolute inside it) and record every protected
-    /// path: a file's bytes, mode and modification time, a symlink's target, a directory's mode.
-    pub fn capture(root: &Path, patterns: &[String]) -> Result<Self> {
-        let rules = patterns.iter().map(|p| Rule::parse(root, p)).collect::<Result<Vec<_>>>()?;
+    /// Expand `patterns` (relative to `root`, or absolute inside it), add the configuration
+    /// files `config` (relative to it), and record every protected path: a file's bytes, mode and
+    /// modification time, a symlink's target, a directory's mode.
+    pub fn capture(root: Arc<Root>, patterns: &[String], config: &[PathBuf]) -> Result<Self> {
+        let mut rules = patterns.iter().map(|p| Rule::parse(root.path(), p)).collect::<Result<Vec<_>>>()?;
+        let globs = rules.len();
+        rules.extend(config.iter().map(|c| Rule::exact(c)));
+        let at = root.check()?;
         let mut unmatched = Vec::new();
         let mut found = BTreeMap::new();
         let mut unreadable = Vec::new();
-        for rule in &rules {
+        for (i, rule) in rules.iter().enumerate() {
             let mut mine = BTreeMap::new();
-            rule.walk(root, &mut mine, &mut unreadable);
-            if mine.values().all(fs::Metadata::is_dir) {
+            rule.walk(at, &mut mine, &mut unreadable);
+            if i < globs && mine.values().all(fs::Metadata::is_dir) {
                 unmatched.push(rule.text.clone());
             }
             found.extend(mine);
@@ -135,17 +172,22 @@ impl Protected {
             ));
         }
         let mut contents = HashMap::new();
-        let before = listing(root, found, Some(&mut contents));
+        let before = listing(at, found, Reading::Capture(&mut contents));
         if let Some(first) = before.unreadable.first() {
             return Err(anyhow!(
                 "cannot read the protected {first}\nhint: redraft records protected files before the loop; make them readable, or protect less"
             ));
         }
-        Ok(Self { root: root.to_owned(), rules, before, contents, turn: Mutex::new(None), unmatched })
+        let config = config.to_vec();
+        Ok(Self { root, rules, globs, config, before, contents, turn: Mutex::new(None), unmatched })
     }
 
-    /// Whether any glob was given.
-    pub fn has_rules(&self) -> bool {
+    /// Whether any `--protect` glob was given.
+    pub fn has_globs(&self) -> bool {
+        self.globs > 0
+    }
+
+    fn has_rules(&self) -> bool {
         !self.rules.is_empty()
     }
 
@@ -160,50 +202,54 @@ impl Protected {
     }
 
     /// The protected paths now.
-    fn now(&self) -> Listing {
-        let (found, unreadable) = self.walk();
-        let mut now = listing(&self.root, found, None);
+    fn now(&self, at: At<'_>) -> Listing {
+        let (found, unreadable) = self.walk(at);
+        let mut now = listing(at, found, Reading::Compare(self));
         now.unreadable.extend(unreadable);
         now
     }
 
     /// The protected paths now, with their metadata (nothing read), and what could not be listed.
-    fn walk(&self) -> (BTreeMap<PathBuf, fs::Metadata>, Vec<String>) {
+    fn walk(&self, at: At<'_>) -> (BTreeMap<PathBuf, fs::Metadata>, Vec<String>) {
         let mut found = BTreeMap::new();
         let mut unreadable = Vec::new();
         for rule in &self.rules {
-            rule.walk(&self.root, &mut found, &mut unreadable);
+            rule.walk(at, &mut found, &mut unreadable);
         }
         (found, unreadable)
     }
 
     /// The agent's turn begins: remember the protected paths as they are (as the verifier, or
     /// the capture, left them).
-    pub fn begin_turn(&self) {
+    pub fn begin_turn(&self) -> Result<(), Moved> {
         if !self.has_rules() {
-            return;
+            return Ok(());
         }
-        let now = self.now();
+        let now = self.now(self.root.check()?);
         if let Ok(mut turn) = self.turn.lock() {
             *turn = Some(now);
         }
+        Ok(())
     }
 
-    /// The agent's turn has ended: find what it changed under the protected paths (caches
-    /// aside), then put every protected path back as it was before the loop.
-    pub fn end_turn(&self) -> Vec<Finding> {
+    /// The agent's turn has ended: find what it changed under the protected paths (caches aside,
+    /// and what it only put back as it was before the loop), then put every protected path back
+    /// as it was before the loop.
+    pub fn end_turn(&self) -> Result<Vec<Finding>, Moved> {
         if !self.has_rules() {
-            return Vec::new();
+            return Ok(Vec::new());
         }
+        let at = self.root.check()?;
         let began = self.turn.lock().ok().and_then(|mut t| t.take()).unwrap_or_else(|| self.before.clone());
-        let now = self.now();
-        let (changes, caches) = differences(&self.root, &began, &now);
+        let now = self.now(at);
+        let (mut changes, caches) = differences(at, &began, &now);
+        changes.retain(|(rel, _)| self.before.nodes.get(rel) != now.nodes.get(rel));
         if !caches.is_empty() {
             let paths: Vec<String> = caches.iter().map(|p| shown(p)).collect();
             tracing::info!(paths = %paths.join(", "), "put back the caches the agent's turn changed under protected paths");
         }
-        let failed = self.restore(&now);
-        self.findings(changes, &failed)
+        let failed = self.restore(at, &now);
+        Ok(self.findings(changes, &failed))
     }
 
     /// Right before the verifier runs: the protected paths must be as they were before the
@@ -213,12 +259,13 @@ impl Protected {
         if !self.has_rules() {
             return Ok(Vec::new());
         }
-        let now = self.now();
+        let at = self.root.check().map_err(|e| e.to_string())?;
+        let now = self.now(at);
         if same(&self.before, &now) {
             return Ok(Vec::new());
         }
-        let (changes, _) = differences(&self.root, &self.before, &now);
-        let failed = self.restore(&now);
+        let (changes, _) = differences(at, &self.before, &now);
+        let failed = self.restore(at, &now);
         if let Some((path, why)) = failed.iter().next() {
             return Err(format!("`{}` could not be put back as it was before the loop ({why})", shown(path)));
         }
@@ -227,17 +274,23 @@ impl Protected {
 
     /// Put every protected path back as it was before the loop, saying what was not (caches
     /// aside): at the end of the loop, and at its cap.
-    pub fn restore_all(&self) -> Vec<Finding> {
+    pub fn restore_all(&self) -> Result<Vec<Finding>, Moved> {
         if !self.has_rules() {
-            return Vec::new();
+            return Ok(Vec::new());
         }
-        let now = self.now();
+        let at = self.root.check()?;
+        let now = self.now(at);
         if same(&self.before, &now) {
-            return Vec::new();
+            return Ok(Vec::new());
         }
-        let (changes, _) = differences(&self.root, &self.before, &now);
-        let failed = self.restore(&now);
-        self.findings(changes, &failed)
+        let (changes, _) = differences(at, &self.before, &now);
+        let failed = self.restore(at, &now);
+        Ok(self.findings(changes, &failed))
+    }
+
+    /// Whether `rel` is (or is under) one of redraft's configuration files.
+    fn is_config(&self, rel: &Path) -> bool {
+        self.config.iter().any(|c| rel.starts_with(c))
     }
 
     /// Each change, with what was done about it.
@@ -246,24 +299,28 @@ impl Protected {
             .into_iter()
             .map(|(rel, change)| {
                 let failure = failed.iter().find(|(p, _)| p.starts_with(&rel) || rel.starts_with(p)).map(|(_, w)| w);
+                let (added, is) = if self.is_config(&rel) {
+                    (
+                        "would be redraft's configuration (the next loop would read it)",
+                        "is redraft's configuration (the next loop reads it)",
+                    )
+                } else {
+                    ("matches a protected pattern", "is protected")
+                };
                 let text = match (&change, failure) {
                     (Change::Added(kind), None) => {
-                        format!(
-                            "`{}` matches a protected pattern and was added{}; it has been removed.",
-                            shown(&rel),
-                            kind_of(kind)
-                        )
+                        format!("`{}` {added} and was added{}; it has been removed.", shown(&rel), kind_of(kind))
                     }
                     (Change::Added(kind), Some(why)) => format!(
-                        "`{}` matches a protected pattern and was added{}; it could not be removed ({why}).",
+                        "`{}` {added} and was added{}; it could not be removed ({why}).",
                         shown(&rel),
                         kind_of(kind)
                     ),
                     (Change::Changed(what), None) => {
-                        format!("`{}` is protected and was {what}; it has been put back.", shown(&rel))
+                        format!("`{}` {is} and was {what}; it has been put back.", shown(&rel))
                     }
                     (Change::Changed(what), Some(why)) => {
-                        format!("`{}` is protected and was {what}; it could not be put back ({why}).", shown(&rel))
+                        format!("`{}` {is} and was {what}; it could not be put back ({why}).", shown(&rel))
                     }
                 };
                 Finding { path: shown(&rel), text }
@@ -273,7 +330,7 @@ impl Protected {
 
     /// Make the protected paths what they were before the loop; `now` is what they are. Returns
     /// the paths that could not be put back, with why.
-    fn restore(&self, now: &Listing) -> BTreeMap<PathBuf, String> {
+    fn restore(&self, at: At<'_>, now: &Listing) -> BTreeMap<PathBuf, String> {
         let mut failed = BTreeMap::new();
         if same(&self.before, now) {
             return failed;
@@ -282,7 +339,7 @@ impl Protected {
         for (rel, node) in &self.before.nodes {
             let mtime = self.before.mtimes.get(rel);
             if now.nodes.get(rel) != Some(node) {
-                if let Err(e) = self.put_back(rel, node, mtime.copied()) {
+                if let Err(e) = self.put_back(at, rel, node, mtime.copied()) {
                     failed.insert(rel.clone(), e.to_string());
                 }
             } else if let Some(was) = mtime
@@ -290,9 +347,9 @@ impl Protected {
             {
                 // The bytes are right, only the time is not. A file with other hard links (one
                 // outside, maybe) gets a copy of its own rather than a new time on a shared inode.
-                let path = self.root.join(rel);
+                let path = at.join(rel);
                 let shared = fs::symlink_metadata(&path).is_ok_and(|m| m.nlink() > 1);
-                let result = if shared { self.put_back(rel, node, Some(*was)) } else { set_mtime(&path, *was) };
+                let result = if shared { self.put_back(at, rel, node, Some(*was)) } else { set_mtime(&path, *was) };
                 if let Err(e) = result {
                     // A time this file system will not take is no reason to stop.
                     tracing::debug!(path = %shown(rel), "cannot put back the modification time: {e}");
@@ -301,12 +358,12 @@ impl Protected {
         }
         // What was not there is removed: the topmost path of each added tree.
         let mut removed: BTreeSet<PathBuf> = BTreeSet::new();
-        for rel in self.walk().0.keys() {
+        for rel in self.walk(at).0.keys() {
             if self.before.nodes.contains_key(rel) || rel.ancestors().skip(1).any(|a| removed.contains(a)) {
                 continue;
             }
-            let result = match self.reachable(rel) {
-                Some(path) => remove_tree(&path),
+            let result = match reachable(at, rel) {
+                Some(path) => remove_tree(&path, at),
                 None => Ok(()),
             };
             match result {
@@ -321,9 +378,9 @@ impl Protected {
         // Directories get their own modes last (a read-only one was writable meanwhile).
         for (rel, node) in self.before.nodes.iter().rev() {
             if let Node::Dir { mode } = node {
-                let path = self.root.join(rel);
+                let path = at.join(rel);
                 let result = match fs::symlink_metadata(&path) {
-                    Ok(meta) if meta.is_dir() && mode_of(&meta) != *mode => {
+                    Ok(meta) if meta.is_dir() && !at.foreign(&path, &meta) && mode_of(&meta) != *mode => {
                         fs::set_permissions(&path, fs::Permissions::from_mode(*mode))
                     }
                     _ => Ok(()),
@@ -334,7 +391,7 @@ impl Protected {
             }
         }
         // Checked, not assumed.
-        let after = self.now();
+        let after = self.now(at);
         for (rel, node) in &self.before.nodes {
             if after.nodes.get(rel) != Some(node) && !failed.contains_key(rel) {
                 failed.insert(rel.clone(), "it still differs".to_owned());
@@ -348,24 +405,11 @@ impl Protected {
         failed
     }
 
-    /// The full path of `rel` when every directory on the way to it is a real directory, not
-    /// a symlink.
-    fn reachable(&self, rel: &Path) -> Option<PathBuf> {
-        let mut path = self.root.clone();
-        for part in rel.parent().into_iter().flat_map(Path::iter) {
-            path.push(part);
-            if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
-                return None;
-            }
-        }
-        Some(path.join(rel.file_name()?))
-    }
-
     /// Put `node` back at `rel`, replacing whatever is there (a symlink is replaced, never
-    /// written through).
-    fn put_back(&self, rel: &Path, node: &Node, mtime: Option<SystemTime>) -> io::Result<()> {
+    /// written through; nothing on another file system is replaced).
+    fn put_back(&self, at: At<'_>, rel: &Path, node: &Node, mtime: Option<SystemTime>) -> io::Result<()> {
         if let Node::Dir { mode } = node {
-            let path = real_dirs(&self.root, rel, InTheWay::Replace)?;
+            let path = real_dirs(at, rel, InTheWay::Replace)?;
             // Writable while its contents are put back; its own mode comes last.
             let meta = fs::symlink_metadata(&path)?;
             let usable = mode | 0o700;
@@ -374,11 +418,11 @@ impl Protected {
             }
             return Ok(());
         }
-        let parent = real_dirs(&self.root, rel.parent().unwrap_or(Path::new("")), InTheWay::Replace)?;
+        let parent = real_dirs(at, rel.parent().unwrap_or(Path::new("")), InTheWay::Replace)?;
         let name = rel.file_name().ok_or_else(|| io::Error::new(ErrorKind::InvalidInput, "no file name"))?;
         let path = parent.join(name);
         match fs::symlink_metadata(&path) {
-            Ok(meta) if meta.is_dir() => remove_tree(&path)?,
+            Ok(meta) if meta.is_dir() => remove_tree(&path, at)?,
             Ok(_) if !matches!(node, Node::File { .. }) => fs::remove_file(&path)?,
             _ => {}
         }
@@ -396,7 +440,7 @@ impl Protected {
                 file.persist(&path).map_err(|e| e.error)?;
             }
             Node::Link(target) => std::os::unix::fs::symlink(target, &path)?,
-            Node::Special | Node::Unreadable => {
+            Node::Special | Node::Unreadable | Node::Large { .. } => {
                 return Err(io::Error::other("a special file cannot be recreated"));
             }
             Node::Dir { .. } => {}
@@ -426,7 +470,7 @@ fn in_cache(rel: &Path) -> bool {
 
 /// What differs from `was` to `is`, outside caches (a whole added or deleted tree once, by its
 /// topmost path), and the paths that differ inside caches.
-fn differences(root: &Path, was: &Listing, is: &Listing) -> (Vec<(PathBuf, Change)>, Vec<PathBuf>) {
+fn differences(at: At<'_>, was: &Listing, is: &Listing) -> (Vec<(PathBuf, Change)>, Vec<PathBuf>) {
     let paths: BTreeSet<&PathBuf> = was.nodes.keys().chain(is.nodes.keys()).collect();
     let mut changes = Vec::new();
     let mut caches = Vec::new();
@@ -451,7 +495,7 @@ fn differences(root: &Path, was: &Listing, is: &Listing) -> (Vec<(PathBuf, Chang
             }
             (Some(_), None) => {
                 told.insert(rel);
-                Change::Changed(gone(root, rel))
+                Change::Changed(gone(at, rel))
             }
             (Some(old), Some(new)) => {
                 if matches!(old, Node::Dir { .. }) != matches!(new, Node::Dir { .. }) {
@@ -475,6 +519,9 @@ fn kind_of(kind: &str) -> String {
 fn changed(old: &Node, new: &Node) -> String {
     match (old, new) {
         (Node::File { sha: a, .. }, Node::File { sha: b, .. }) if a != b => "changed".to_owned(),
+        (Node::File { .. } | Node::Large { .. }, Node::Large { .. }) | (Node::Large { .. }, Node::File { .. }) => {
+            "changed".to_owned()
+        }
         (Node::File { mode: a, .. }, Node::File { mode: b, .. }) | (Node::Dir { mode: a }, Node::Dir { mode: b }) => {
             format!("given mode `{b:o}` instead of `{a:o}`")
         }
@@ -485,11 +532,15 @@ fn changed(old: &Node, new: &Node) -> String {
 }
 
 /// Why a protected path is gone: deleted, or one of its directories is no longer a directory.
-fn gone(root: &Path, rel: &Path) -> String {
+fn gone(at: At<'_>, rel: &Path) -> String {
     let mut dir = PathBuf::new();
     for part in rel.parent().into_iter().flat_map(Path::iter) {
         dir.push(part);
-        match fs::symlink_metadata(root.join(&dir)) {
+        let path = at.join(&dir);
+        match fs::symlink_metadata(&path) {
+            Ok(meta) if meta.is_dir() && at.foreign(&path, &meta) => {
+                return format!("hidden (its directory `{}` is now another file system)", shown(&dir));
+            }
             Ok(meta) if meta.is_dir() => {}
             Ok(meta) if meta.file_type().is_symlink() => {
                 return format!("moved away (its directory `{}` was replaced by a symlink)", shown(&dir));
@@ -501,16 +552,20 @@ fn gone(root: &Path, rel: &Path) -> String {
     "deleted".to_owned()
 }
 
-/// The listing of the paths `found` (relative to `root`, with their metadata). With `contents`,
-/// the bytes of each file are kept there.
-fn listing(
-    root: &Path,
-    found: BTreeMap<PathBuf, fs::Metadata>,
-    mut contents: Option<&mut HashMap<Sha, Vec<u8>>>,
-) -> Listing {
+/// How [`listing`] reads files.
+enum Reading<'a> {
+    /// Before the loop: every file whole, its bytes kept here.
+    Capture(&'a mut HashMap<Sha, Vec<u8>>),
+    /// Later: a file larger than [`HASH_MAX`] is read only where a protected file of its size
+    /// was before the loop.
+    Compare(&'a Protected),
+}
+
+/// The listing of the paths `found` (relative to the working directory, with their metadata).
+fn listing(at: At<'_>, found: BTreeMap<PathBuf, fs::Metadata>, mut reading: Reading<'_>) -> Listing {
     let mut out = Listing::default();
     for (rel, meta) in found {
-        let path = root.join(&rel);
+        let path = at.join(&rel);
         let kind = meta.file_type();
         let node = if kind.is_symlink() {
             match fs::read_link(&path) {
@@ -526,7 +581,16 @@ fn listing(
             if let Ok(mtime) = meta.modified() {
                 out.mtimes.insert(rel.clone(), mtime);
             }
-            match hash_file(&path, contents.as_deref_mut()) {
+            let read = match &mut reading {
+                Reading::Capture(keep) => hash_file(&path, Some(keep)),
+                Reading::Compare(protected) if meta.len() > HASH_MAX && !protected.had_size(&rel, meta.len()) => {
+                    let stamp = (meta.ino(), meta.mtime(), meta.mtime_nsec(), meta.ctime(), meta.ctime_nsec());
+                    out.nodes.insert(rel, Node::Large { mode: mode_of(&meta), size: meta.len(), stamp });
+                    continue;
+                }
+                Reading::Compare(_) => hash_file(&path, None),
+            };
+            match read {
                 Ok(sha) => Node::File { mode: mode_of(&meta), sha },
                 Err(e) => {
                     out.unreadable.push(format!("`{}`: {e}", shown(&rel)));
@@ -541,12 +605,19 @@ fn listing(
     out
 }
 
+impl Protected {
+    /// Whether a protected file of `size` bytes was at `rel` before the loop.
+    fn had_size(&self, rel: &Path, size: u64) -> bool {
+        match self.before.nodes.get(rel) {
+            Some(Node::File { sha, .. }) => self.contents.get(sha).is_some_and(|b| b.len() as u64 == size),
+            _ => false,
+        }
+    }
+}
+
 /// The SHA-256 of a regular file, read in chunks; with `keep`, its bytes are kept there too.
 fn hash_file(path: &Path, keep: Option<&mut HashMap<Sha, Vec<u8>>>) -> io::Result<Sha> {
-    let mut file = fs::File::open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(io::Error::other("it is no longer a regular file"));
-    }
+    let (mut file, _) = open_regular(path)?;
     let mut hasher = Sha256::new();
     let mut bytes = Vec::new();
     let mut chunk = vec![0; 64 * 1024];
@@ -571,26 +642,58 @@ fn hash_file(path: &Path, keep: Option<&mut HashMap<Sha, Vec<u8>>>) -> io::Resul
 
 /// Set a regular file's modification time (opened for reading: the owner may set times).
 fn set_mtime(path: &Path, mtime: SystemTime) -> io::Result<()> {
-    if !fs::symlink_metadata(path)?.is_file() {
-        return Err(io::Error::other("it is not a regular file"));
+    open_regular(path)?.0.set_modified(mtime)
+}
+
+/// The full path of `rel` when every directory on the way to it is a real directory of the
+/// working directory's file system, not a symlink.
+fn reachable(at: At<'_>, rel: &Path) -> Option<PathBuf> {
+    let mut dir = PathBuf::new();
+    for part in rel.parent().into_iter().flat_map(Path::iter) {
+        dir.push(part);
+        let path = at.join(&dir);
+        if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && !at.foreign(&path, &m)) {
+            return None;
+        }
     }
-    fs::File::open(path)?.set_modified(mtime)
+    Some(at.join(&dir.join(rel.file_name()?)))
 }
 
 /// Remove `path` and, when it is a real directory, everything under it — made writable on the
-/// way — never following a symlink.
-fn remove_tree(path: &Path) -> io::Result<()> {
-    let meta = fs::symlink_metadata(path)?;
-    if !meta.is_dir() {
+/// way — never following a symlink, and never into another file system or mount than the
+/// working directory's (a mount point is an error, left as it is).
+fn remove_tree(path: &Path, at: At<'_>) -> io::Result<()> {
+    if !fs::symlink_metadata(path)?.is_dir() {
         return fs::remove_file(path);
     }
-    if mode_of(&meta) & 0o700 != 0o700 {
-        fs::set_permissions(path, fs::Permissions::from_mode(mode_of(&meta) | 0o700))?;
+    // Directories to empty (`false`), then to remove once emptied (`true`): a stack, not
+    // recursion, so a tree of any depth is removed.
+    let mut dirs = vec![(path.to_owned(), false)];
+    while let Some((dir, emptied)) = dirs.pop() {
+        if emptied {
+            fs::remove_dir(&dir)?;
+            continue;
+        }
+        let meta = fs::symlink_metadata(&dir)?;
+        if at.foreign(&dir, &meta) {
+            return Err(io::Error::other(
+                "it is another file system (a mount point), which redraft does not remove or delete anything in; unmount it",
+            ));
+        }
+        if mode_of(&meta) & 0o700 != 0o700 {
+            fs::set_permissions(&dir, fs::Permissions::from_mode(mode_of(&meta) | 0o700))?;
+        }
+        dirs.push((dir.clone(), true));
+        for entry in fs::read_dir(&dir)? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                dirs.push((entry.path(), false));
+            } else {
+                fs::remove_file(entry.path())?;
+            }
+        }
     }
-    for entry in fs::read_dir(path)? {
-        remove_tree(&entry?.path())?;
-    }
-    fs::remove_dir(path)
+    Ok(())
 }
 
 fn mode_of(meta: &fs::Metadata) -> u32 {

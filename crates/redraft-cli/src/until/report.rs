@@ -9,6 +9,8 @@ use redraft::core::prompt::{fence_for, truncate_chars};
 use redraft::{AttemptRecord, RunResult};
 use redraft_sandbox::Output;
 
+use super::root::Root;
+
 /// Longest verifier or agent output kept in an iteration file, in characters.
 pub const OUTPUT_KEEP: usize = 64 * 1024;
 /// Longest diff kept in a report, in characters.
@@ -29,8 +31,8 @@ pub fn task_dir(root: &Path, task: &str) -> PathBuf {
     root.join(".redraft").join("iterations").join(task)
 }
 
-/// Write a report under `root`, never through a link the agent put in its way.
-fn write(root: &Path, path: &Path, text: &str) -> Result<()> {
+/// Write a report in the working directory, never through a link the agent put in its way.
+fn write(root: &Root, path: &Path, text: &str) -> Result<()> {
     super::inside::write(root, path, text.as_bytes()).map_err(|e| anyhow!("cannot write `{}`: {e}", path.display()))
 }
 
@@ -60,7 +62,7 @@ fn run_line(out: &mut String, what: &str, command: &str, o: Option<&Output>) {
 
 /// `.redraft/iterations/<task>/<i>.md`.
 pub fn write_iteration(
-    root: &Path,
+    root: &Root,
     dir: &Path,
     task: &str,
     max: u32,
@@ -103,7 +105,7 @@ pub fn write_iteration(
 
 /// `final.md`: the task passed.
 pub fn write_final(
-    root: &Path,
+    root: &Root,
     dir: &Path,
     task: &str,
     verify: &str,
@@ -133,7 +135,7 @@ pub fn write_final(
 
 /// `escalation.md`: the loop stopped without a pass; what a person needs to take over.
 pub fn write_escalation(
-    root: &Path,
+    root: &Root,
     dir: &Path,
     task: &str,
     verify: &str,

@@ -2,7 +2,7 @@
 //! connections (one writer, a few readers, WAL), the migrations, and trying again while
 //! another process creates the same file.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -75,6 +75,7 @@ impl SqliteStore {
                 (pool.clone(), pool)
             }
             Location::File(path) => {
+                refuse_links(path).map_err(open_error)?;
                 if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
                     tokio::fs::create_dir_all(parent)
                         .await
@@ -100,6 +101,34 @@ impl SqliteStore {
         let batch = Batcher::start(writer.clone());
         Ok(Self { writer, reader, batch, location: location.to_owned() })
     }
+}
+
+/// The files SQLite keeps beside a database, by suffix.
+const SIDE_FILES: [&str; 3] = ["-wal", "-shm", "-journal"];
+
+/// Refuse a database reached through a symbolic link: the file, one SQLite keeps beside it, or a
+/// `.redraft` directory holding it. A link a program put in the working directory (an agent
+/// `redraft until` ran) would otherwise make the next run create and write its database wherever
+/// the link points.
+fn refuse_links(path: &Path) -> Result<(), String> {
+    let mut suspects = vec![path.to_owned()];
+    for suffix in SIDE_FILES {
+        let mut side = path.as_os_str().to_owned();
+        side.push(suffix);
+        suspects.push(PathBuf::from(side));
+    }
+    if let Some(dir) = path.parent().filter(|d| d.file_name().is_some_and(|n| n == ".redraft")) {
+        suspects.push(dir.to_owned());
+    }
+    for suspect in suspects {
+        if std::fs::symlink_metadata(&suspect).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(format!(
+                "`{0}` is a symbolic link; the database is never opened through one (it would be written wherever the link points)\nhint: remove the link (`rm {0}`) and run again, or set `database_url` to where the database is",
+                suspect.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 async fn migrate(pool: &SqlitePool, location: &str) -> Result<(), StoreError> {

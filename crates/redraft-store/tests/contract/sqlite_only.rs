@@ -316,3 +316,37 @@ async fn a_bad_location_is_an_open_error() {
     let err = redraft_store::open(garbage.to_str().unwrap()).await.unwrap_err();
     assert!(matches!(err, StoreError::Open { .. }), "{err:?}");
 }
+
+/// A database reached through a symbolic link — the file, its `-wal`, `-shm` or `-journal`, or a
+/// `.redraft` directory that is a link — is refused, naming the path and the fix: a link an agent
+/// put in the working directory would otherwise make the next run write its database wherever
+/// the link points. Nothing is created there.
+#[tokio::test]
+async fn a_database_reached_through_a_symlink_is_refused() {
+    for (case, link) in [
+        ("the file", "redraft.db"),
+        ("its WAL", "redraft.db-wal"),
+        ("its shared memory", "redraft.db-shm"),
+        ("its journal", "redraft.db-journal"),
+        ("its .redraft directory", ""),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let own = dir.path().join(".redraft");
+        if link.is_empty() {
+            std::os::unix::fs::symlink(outside.path(), &own).unwrap();
+        } else {
+            std::fs::create_dir(&own).unwrap();
+            std::os::unix::fs::symlink(outside.path().join(link), own.join(link)).unwrap();
+        }
+        let path = own.join("redraft.db");
+        let err = match SqliteStore::open(path.to_str().unwrap()).await {
+            Ok(_) => panic!("{case}: opened through a link"),
+            Err(e) => e.to_string(),
+        };
+        let named = if link.is_empty() { own.clone() } else { own.join(link) };
+        assert!(err.contains(&format!("`{}` is a symbolic link", named.display())), "{case}: {err}");
+        assert!(err.contains("hint: remove the link"), "{case}: {err}");
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0, "{case}: nothing created outside");
+    }
+}

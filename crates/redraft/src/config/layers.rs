@@ -110,22 +110,44 @@ impl Config {
     }
 }
 
-/// The config files in force, lowest layer first.
-fn files(explicit: Option<&Path>) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+impl Config {
+    /// Every place [`Config::load`] reads a config file from, lowest layer first, whether or not a
+    /// file is there now: the XDG file, then `explicit`, `$REDRAFT_CONFIG` or `./redraft.toml`.
+    /// (`redraft until` protects those in its working directory: the next run would read them.)
+    pub fn file_places(explicit: Option<&Path>) -> Vec<PathBuf> {
+        let (project, _) = project_file(explicit);
+        xdg_file().into_iter().chain([project]).collect()
+    }
+}
+
+/// `$XDG_CONFIG_HOME/redraft/redraft.toml` (or `~/.config/…`).
+fn xdg_file() -> Option<PathBuf> {
+    std::env::var_os("XDG_CONFIG_HOME")
         .filter(|p| !p.is_empty())
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
-        .map(|d| d.join("redraft").join("redraft.toml"));
-    if let Some(path) = xdg.filter(|p| p.is_file()) {
+        .map(|d| d.join("redraft").join("redraft.toml"))
+}
+
+/// The project's config file: `explicit`, `$REDRAFT_CONFIG` or `./redraft.toml`, and whether it
+/// was named (then it must exist).
+fn project_file(explicit: Option<&Path>) -> (PathBuf, bool) {
+    match (explicit, std::env::var_os("REDRAFT_CONFIG").filter(|p| !p.is_empty())) {
+        (Some(path), _) => (path.to_owned(), true),
+        (None, Some(path)) => (PathBuf::from(path), true),
+        (None, None) => (PathBuf::from("redraft.toml"), false),
+    }
+}
+
+/// The config files in force, lowest layer first.
+fn files(explicit: Option<&Path>) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    if let Some(path) = xdg_file().filter(|p| p.is_file()) {
         files.push(path);
     }
-    match (explicit, std::env::var_os("REDRAFT_CONFIG").filter(|p| !p.is_empty())) {
-        (Some(path), _) => files.push(path.to_owned()),
-        (None, Some(path)) => files.push(PathBuf::from(path)),
-        (None, None) if Path::new("redraft.toml").is_file() => files.push(PathBuf::from("redraft.toml")),
-        (None, None) => {}
+    let (project, named) = project_file(explicit);
+    if named || project.is_file() {
+        files.push(project);
     }
     files
 }

@@ -3,6 +3,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt as _;
 
 use super::*;
+use crate::until::root::Root;
 
 fn mode(path: &Path) -> u32 {
     fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
@@ -21,9 +22,13 @@ fn listing(dir: &Path) -> Vec<String> {
 
 /// One agent turn: `turn` changes the directory, then the turn ends.
 fn turn(p: &Protected, turn: impl FnOnce()) -> Vec<Finding> {
-    p.begin_turn();
+    p.begin_turn().unwrap();
     turn();
-    p.end_turn()
+    p.end_turn().unwrap()
+}
+
+fn capture(dir: &Path, globs: &[String]) -> Result<Protected> {
+    Protected::capture(Arc::new(Root::pin(dir)?), globs, &[])
 }
 
 #[test]
@@ -34,7 +39,7 @@ fn restores_changed_and_deleted_files_and_removes_added_ones() {
     fs::write(dir.path().join("tests/b.sh"), "original b").unwrap();
     fs::set_permissions(dir.path().join("tests/b.sh"), fs::Permissions::from_mode(0o750)).unwrap();
     fs::write(dir.path().join("src.txt"), "code").unwrap();
-    let p = Protected::capture(dir.path(), &["tests/*.sh".to_owned()]).unwrap();
+    let p = capture(dir.path(), &["tests/*.sh".to_owned()]).unwrap();
     assert_eq!(p.paths(), ["tests/a.sh", "tests/b.sh"]);
     assert!(turn(&p, || {}).is_empty());
 
@@ -66,7 +71,7 @@ fn globs_that_match_nothing_are_listed() {
     let dir = tempfile::tempdir().unwrap();
     fs::write(dir.path().join("a.sh"), "a").unwrap();
     fs::create_dir_all(dir.path().join("spec")).unwrap();
-    let p = Protected::capture(dir.path(), &["a.sh".to_owned(), "tests/**".to_owned(), "spec".to_owned()]).unwrap();
+    let p = capture(dir.path(), &["a.sh".to_owned(), "tests/**".to_owned(), "spec".to_owned()]).unwrap();
     assert_eq!(p.unmatched(), ["tests/**", "spec"]);
 }
 
@@ -77,7 +82,7 @@ fn a_symlink_is_replaced_never_written_through() {
     fs::create_dir_all(dir.path().join("tests")).unwrap();
     fs::write(dir.path().join("tests/a.sh"), "original").unwrap();
     fs::write(outside.path().join("a.sh"), "outside").unwrap();
-    let p = Protected::capture(dir.path(), &["tests/*.sh".to_owned()]).unwrap();
+    let p = capture(dir.path(), &["tests/*.sh".to_owned()]).unwrap();
 
     // The file itself becomes a link to a file outside.
     let issues = turn(&p, || {
@@ -120,7 +125,7 @@ fn protected_symlinks_and_modes_come_back() {
     fs::write(dir.path().join("tests/run.sh"), "run").unwrap();
     fs::set_permissions(dir.path().join("tests/run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
     std::os::unix::fs::symlink("run.sh", dir.path().join("tests/alias.sh")).unwrap();
-    let p = Protected::capture(dir.path(), &["tests/**".to_owned()]).unwrap();
+    let p = capture(dir.path(), &["tests/**".to_owned()]).unwrap();
     assert_eq!(p.paths(), ["tests/alias.sh", "tests/run.sh"]);
 
     let issues = turn(&p, || {
@@ -148,7 +153,7 @@ fn everything_added_is_removed_whatever_its_name_or_kind() {
     let outside = tempfile::tempdir().unwrap();
     fs::create_dir_all(dir.path().join("tests")).unwrap();
     fs::write(dir.path().join("tests/check.sh"), "check").unwrap();
-    let p = Protected::capture(dir.path(), &["tests/**".to_owned()]).unwrap();
+    let p = capture(dir.path(), &["tests/**".to_owned()]).unwrap();
     let issues = turn(&p, || {
         let tests = dir.path().join("tests");
         fs::write(tests.join(OsStr::from_bytes(b"x\xff.sh")), "not UTF-8").unwrap();
@@ -175,7 +180,7 @@ fn what_the_verifier_wrote_is_not_blamed_on_the_agent_but_is_put_back_before_the
     let dir = tempfile::tempdir().unwrap();
     fs::create_dir_all(dir.path().join("tests")).unwrap();
     fs::write(dir.path().join("tests/check.sh"), "check").unwrap();
-    let p = Protected::capture(dir.path(), &["tests/**".to_owned()]).unwrap();
+    let p = capture(dir.path(), &["tests/**".to_owned()]).unwrap();
     // The verifier leaves a report and a cache.
     fs::write(dir.path().join("tests/report.xml"), "<report/>").unwrap();
     fs::create_dir_all(dir.path().join("tests/__pycache__")).unwrap();
@@ -192,7 +197,7 @@ fn what_the_verifier_wrote_is_not_blamed_on_the_agent_but_is_put_back_before_the
     assert_eq!(listing(&dir.path().join("tests")), ["check.sh"]);
     // What the verifier leaves is named when the loop is settled.
     fs::write(dir.path().join("tests/report.xml"), "<report/>").unwrap();
-    let settled = p.restore_all();
+    let settled = p.restore_all().unwrap();
     assert_eq!(paths(&settled), ["tests/report.xml"]);
     assert_eq!(listing(&dir.path().join("tests")), ["check.sh"]);
 }
@@ -203,7 +208,7 @@ fn right_before_the_verifier_everything_is_as_it_was_before_the_loop() {
     fs::create_dir_all(dir.path().join("tests")).unwrap();
     fs::write(dir.path().join("tests/check.sh"), "check").unwrap();
     let was = fs::symlink_metadata(dir.path().join("tests/check.sh")).unwrap().modified().unwrap();
-    let p = Protected::capture(dir.path(), &["tests/**".to_owned()]).unwrap();
+    let p = capture(dir.path(), &["tests/**".to_owned()]).unwrap();
     assert_eq!(p.before_verifier(), Ok(Vec::new()));
     // A process that outlived its command rewrote the test, keeping its time.
     fs::write(dir.path().join("tests/check.sh"), "exit 0").unwrap();
@@ -223,7 +228,7 @@ fn a_directory_replaced_by_a_file_and_a_file_by_a_directory_come_back() {
     fs::create_dir_all(dir.path().join("tests/unit")).unwrap();
     fs::write(dir.path().join("tests/unit/a.sh"), "a").unwrap();
     fs::write(dir.path().join("tests/b.sh"), "b").unwrap();
-    let p = Protected::capture(dir.path(), &["tests/**".to_owned()]).unwrap();
+    let p = capture(dir.path(), &["tests/**".to_owned()]).unwrap();
     let issues = turn(&p, || {
         fs::remove_dir_all(dir.path().join("tests/unit")).unwrap();
         fs::write(dir.path().join("tests/unit"), "a file").unwrap();
@@ -243,7 +248,7 @@ fn a_protected_file_hard_linked_outside_is_replaced_never_touched_through_the_li
     let outside = tempfile::tempdir().unwrap();
     fs::create_dir_all(dir.path().join("tests")).unwrap();
     fs::write(dir.path().join("tests/check.sh"), "check").unwrap();
-    let p = Protected::capture(dir.path(), &["tests/**".to_owned()]).unwrap();
+    let p = capture(dir.path(), &["tests/**".to_owned()]).unwrap();
     // The same bytes, but the inode of a file outside, whose time says otherwise.
     fs::write(outside.path().join("copy"), "check").unwrap();
     fs::File::open(outside.path().join("copy")).unwrap().set_modified(SystemTime::UNIX_EPOCH).unwrap();
@@ -254,4 +259,88 @@ fn a_protected_file_hard_linked_outside_is_replaced_never_touched_through_the_li
     assert_eq!(meta.nlink(), 1, "a file of its own again");
     let outside_time = fs::metadata(outside.path().join("copy")).unwrap().modified().unwrap();
     assert_eq!(outside_time, SystemTime::UNIX_EPOCH, "the file outside was not touched");
+}
+
+#[test]
+fn configuration_files_are_protected_there_or_not() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("redraft.toml"), "[policy]\n").unwrap();
+    let config = [PathBuf::from("redraft.toml"), PathBuf::from(".config/redraft/redraft.toml")];
+    let p = Protected::capture(Arc::new(Root::pin(dir.path()).unwrap()), &[], &config).unwrap();
+    assert!(!p.has_globs());
+    assert!(p.unmatched().is_empty(), "a configuration file that is not there is no unmatched glob");
+    let issues = turn(&p, || {
+        fs::write(dir.path().join("redraft.toml"), "[sandboxes.strict]\n").unwrap();
+        fs::create_dir_all(dir.path().join(".config/redraft")).unwrap();
+        fs::write(dir.path().join(".config/redraft/redraft.toml"), "[sandboxes.strict]\n").unwrap();
+    });
+    assert_eq!(paths(&issues), [".config/redraft/redraft.toml", "redraft.toml"]);
+    assert!(
+        issues[0].text.contains(
+            "would be redraft's configuration (the next loop would read it) and was added; it has been removed"
+        ),
+        "{}",
+        issues[0].text
+    );
+    assert!(
+        issues[1].text.contains("is redraft's configuration (the next loop reads it) and was changed"),
+        "{}",
+        issues[1].text
+    );
+    assert_eq!(fs::read_to_string(dir.path().join("redraft.toml")).unwrap(), "[policy]\n");
+    assert!(!dir.path().join(".config/redraft/redraft.toml").exists());
+}
+
+#[test]
+fn what_the_agent_only_put_back_is_not_blamed() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join("tests")).unwrap();
+    fs::write(dir.path().join("tests/check.sh"), "check").unwrap();
+    let p = capture(dir.path(), &["tests/**".to_owned()]).unwrap();
+    // The verifier leaves a report; the agent deletes it: the paths are as before the loop.
+    fs::write(dir.path().join("tests/report.xml"), "<report/>").unwrap();
+    p.begin_turn().unwrap();
+    fs::remove_file(dir.path().join("tests/report.xml")).unwrap();
+    assert_eq!(p.end_turn().unwrap(), Vec::new());
+}
+
+#[test]
+fn huge_files_are_never_read() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join("tests")).unwrap();
+    fs::write(dir.path().join("tests/check.sh"), "check").unwrap();
+    let p = capture(dir.path(), &["tests/**".to_owned()]).unwrap();
+    let issues = turn(&p, || {
+        // A terabyte: reading it would take hours; sparse, it takes no room.
+        let big = fs::File::create(dir.path().join("tests/big.bin")).unwrap();
+        big.set_len(1 << 40).unwrap();
+        let swapped = fs::File::create(dir.path().join("tests/check.sh")).unwrap();
+        swapped.set_len(1 << 40).unwrap();
+    });
+    assert_eq!(paths(&issues), ["tests/big.bin", "tests/check.sh"]);
+    assert!(issues[1].text.contains("was changed; it has been put back"), "{}", issues[1].text);
+    assert_eq!(listing(&dir.path().join("tests")), ["check.sh"]);
+    assert_eq!(fs::read_to_string(dir.path().join("tests/check.sh")).unwrap(), "check");
+}
+
+#[test]
+fn a_tree_of_any_depth_is_walked_on_a_small_stack() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join("tests")).unwrap();
+    fs::write(dir.path().join("tests/check.sh"), "check").unwrap();
+    let deep: PathBuf = std::iter::repeat_n("d", 600).collect();
+    let path = dir.path().to_owned();
+    let found = std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(move || {
+            let p = capture(&path, &["tests/**".to_owned()]).unwrap();
+            turn(&p, || {
+                fs::create_dir_all(path.join("tests").join(&deep)).unwrap();
+            })
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(paths(&found), ["tests/d"]);
+    assert_eq!(listing(&dir.path().join("tests")), ["check.sh"]);
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use similar::{Algorithm, ChangeTag, TextDiff};
 
-use super::{Content, Entry, KEEP_PER_FILE, KEEP_TOTAL, Workspace, hex};
+use super::{Content, Entry, HASH_MAX, KEEP_PER_FILE, KEEP_TOTAL, Workspace, hex};
 use crate::until::names::{prefixed, shown};
 
 /// Longest time spent diffing one file.
@@ -86,17 +86,15 @@ fn letter(change: &Change<'_>) -> char {
     match (change.old, change.new) {
         (None, _) => 'A',
         (_, None) => 'D',
-        (Some(Entry::File { .. }), Some(Entry::Link { .. })) | (Some(Entry::Link { .. }), Some(Entry::File { .. })) => {
-            'T'
-        }
+        (Some(old), Some(new)) if matches!(old, Entry::Link { .. }) != matches!(new, Entry::Link { .. }) => 'T',
         _ => 'M',
     }
 }
 
 fn mode(entry: &Entry) -> u32 {
     match entry {
-        Entry::File { executable: true, .. } => 0o100755,
-        Entry::File { .. } => 0o100644,
+        Entry::File { executable: true, .. } | Entry::Large { executable: true, .. } => 0o100755,
+        Entry::File { .. } | Entry::Large { .. } => 0o100644,
         Entry::Link { .. } => 0o120000,
     }
 }
@@ -138,7 +136,7 @@ fn one(ws: &Workspace, change: &Change<'_>, patch: Option<&mut String>) -> Count
         _ => {}
     }
     let size = |e: Option<&(&Entry, Content)>| match e.map(|(e, _)| *e) {
-        Some(Entry::File { size, .. }) => Some(*size),
+        Some(Entry::File { size, .. } | Entry::Large { size, .. }) => Some(*size),
         Some(Entry::Link { target }) => Some(target.as_os_str().len() as u64),
         None => None,
     };
@@ -154,6 +152,7 @@ fn one(ws: &Workspace, change: &Change<'_>, patch: Option<&mut String>) -> Count
         Some(_) => None,
     };
     let binary = |e: &Option<(&Entry, Content)>| matches!(e, Some((_, Content::Binary)));
+    let not_read = |e: &Option<(&Entry, Content)>| matches!(e, Some((_, Content::NotRead)));
     let body = match (text(&old), text(&new)) {
         (Some(a), Some(b)) if a.as_deref() == b.as_deref() => String::new(),
         (Some(a), Some(b)) => {
@@ -193,6 +192,13 @@ fn one(ws: &Workspace, change: &Change<'_>, patch: Option<&mut String>) -> Count
                 _ => sha(change.new),
             };
             format!("Binary file {what}: {sizes} (sha256 {hashes})\n")
+        }
+        _ if not_read(&old) || not_read(&new) => {
+            counted.sizes = Some(format!("{sizes}, content not read"));
+            format!(
+                "Content not read: larger than {} MiB, compared by size, times and inode ({sizes})\n",
+                HASH_MAX / (1024 * 1024)
+            )
         }
         _ => {
             counted.sizes = Some(format!("{sizes}, content not kept"));

@@ -5,7 +5,9 @@
 //! agent's is left, and the test is the original. The verifier then judges the code against it.
 //! That holds even for an agent that kills its own supervisor: in bubblewrap's PID namespace
 //! (`--sandbox` with the network off) the namespace dies with it, and without one what got away
-//! is re-parented to redraft, which kills it before the verifier starts.
+//! is re-parented to redraft, which kills it before the verifier starts. What got away is dead
+//! earlier still, before the workspace is read for the iteration's report; and what a verifier
+//! leaves that way does not outlive the loop.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -122,4 +124,63 @@ background_cases! {
     a_sandboxed_rewriter_is_dead_before_the_verifier: SETSID, Some(r#"{"network":false,"env":["PROMPTS","TOKEN"]}"#);
     a_sandboxed_rewriter_whose_agent_kills_its_parent_is_dead_before_the_verifier: SETSID_THEN_KILL_THE_PARENT, Some(r#"{"network":false,"env":["PROMPTS","TOKEN"]}"#);
     a_rewriter_whose_agent_kills_its_supervisor_is_dead_before_the_verifier: SETSID_THEN_KILL_THE_PARENT, None;
+}
+
+/// Appends numbers quickly to `count.txt` (not protected), in a session of its own; `$1` is
+/// the token in its command line.
+const COUNTER: &str = "trap '' TERM HUP INT\ni=0\nwhile :; do\n  i=$((i + 1))\n  echo $i >> count.txt\n  j=0\n  while [ $j -lt 20 ]; do j=$((j + 1)); done\ndone\n";
+
+/// The workspace is read — snapshotted for the report, protected paths put back — only once what
+/// the agent left is dead: the iteration's report shows what the verifier was given. The agent
+/// leaves a counter behind and kills its supervisor; the number the report shows is the number
+/// the file holds when the loop is over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workspace_is_read_only_once_what_the_agent_left_is_dead() {
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = tempfile::tempdir().unwrap();
+    protected_project("counter", dir.path(), Repo::Plain).unwrap();
+    let token = token();
+    write(prompts.path(), "counter.sh", COUNTER);
+    let agent = write(
+        prompts.path(),
+        "agent.sh",
+        "#!/bin/sh\ncat > /dev/null\necho 'echo $(( $1 + $2 ))' > calc.sh\nsetsid sh \"$PROMPTS/counter.sh\" \"$TOKEN\" >/dev/null 2>&1 </dev/null &\nuntil [ -s count.txt ]; do sleep 0.01; done\nkill -9 $PPID\n",
+    );
+    let args: Vec<String> = ["until", "--verify", "./tests/check.sh", "--task", "t", "--protect", "tests/**", "--"]
+        .into_iter()
+        .map(String::from)
+        .chain(["sh".to_owned(), agent.display().to_string()])
+        .collect();
+    let (code, stderr) = finished(spawn(dir.path(), prompts.path(), &token, &args)).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(live_marked(&token).is_empty(), "the counter outlived the loop");
+    let counted = std::fs::read_to_string(dir.path().join("count.txt")).unwrap();
+    let lines = counted.lines().count();
+    let hunk = if lines == 1 { "@@ -0,0 +1 @@".to_owned() } else { format!("@@ -0,0 +1,{lines} @@") };
+    let first = std::fs::read_to_string(dir.path().join(".redraft/iterations/t/1.md")).unwrap();
+    assert!(
+        first.contains(&format!("+++ b/count.txt\n{hunk}\n")) && first.contains(&format!("\n+{lines}\n")),
+        "the report shows what the file holds ({lines} lines): {first}"
+    );
+    assert!(stderr.contains("before the workspace was read"), "{stderr}");
+}
+
+/// A verifier that kills its supervisor leaves a sleeper re-parented to redraft: it is killed when
+/// the loop ends, so nothing outlives redraft.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_the_verifier_leaves_outlives_the_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = tempfile::tempdir().unwrap();
+    protected_project("verifier_leaves", dir.path(), Repo::Plain).unwrap();
+    let token = token();
+    let verify =
+        "setsid sleep \"$TOKEN\" >/dev/null 2>&1 </dev/null & echo $! > \"$PROMPTS/sleeper.pid\"; kill -9 $PPID";
+    let args: Vec<String> =
+        ["until", "--verify", verify, "--task", "t", "--max-iter", "1", "--", "sh", "-c", "cat > /dev/null"]
+            .map(String::from)
+            .into();
+    let (code, stderr) = finished(spawn(dir.path(), prompts.path(), &token, &args)).await;
+    assert!(prompts.path().join("sleeper.pid").exists(), "the verifier ran: {stderr}");
+    let left = redraft_testkit::processes::left_after(&token, Duration::from_secs(5)).await;
+    assert!(left.is_empty(), "left running after redraft exited ({code:?}): {left:?}\n{stderr}");
 }

@@ -2,15 +2,22 @@
 //! reports and decisions ([`iterations`]), how a loop stops ([`stopping`]), protected files
 //! ([`protect`], the cheats they undo in [`cheats`], Python's tests and caches in [`python`]),
 //! the agent's git configuration, which never runs ([`hostile`]), and the agent's background
-//! processes, dead before the verifier starts ([`background`]).
+//! processes, dead before the workspace is read and before the verifier starts ([`background`]);
+//! redraft's configuration, protected in every loop ([`config`]); a working directory swapped for
+//! another ([`moved`]); changes hidden from the reports ([`reports`]); and files that would block
+//! redraft or make it crawl ([`files`]).
 
 mod background;
 mod cheats;
+mod config;
+mod files;
 mod hopper;
 mod hostile;
 mod iterations;
+mod moved;
 mod protect;
 mod python;
+mod reports;
 mod stopping;
 
 use std::path::Path;

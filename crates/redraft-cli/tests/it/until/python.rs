@@ -2,7 +2,8 @@
 //! protected directory (through the directory's own `.gitignore`, `.git/info/exclude` or the root
 //! `.gitignore`), is found, removed and rejected; forged bytecode in `__pycache__` — matching
 //! the test's modification time and size, so that Python would run it instead of the test — is
-//! removed before the verifier runs. Either way the verifier judges the code against the real
+//! removed before the verifier runs, also under a glob naming the test files only, and also when
+//! `__pycache__` is a link to bytecode elsewhere. Either way the verifier judges the code against the real
 //! test. An honest agent that runs the tests itself is not blamed for the caches they leave.
 
 use std::path::Path;
@@ -44,9 +45,14 @@ fn python_project(test: &str, dir: &Path) -> Option<()> {
     Some(())
 }
 
-/// Run `redraft until` with an agent that runs `cheat` on its first turn and fixes `calc.py` on
-/// its second.
+/// Run `redraft until --protect tests/**` with an agent that runs `cheat` on its first turn and
+/// fixes `calc.py` on its second.
 async fn until_python(dir: &Path, prompts: &Path, cheat: &str) -> crate::Output {
+    until_python_protecting(dir, prompts, cheat, "tests/**").await
+}
+
+/// The same, protecting `glob`.
+async fn until_python_protecting(dir: &Path, prompts: &Path, cheat: &str, glob: &str) -> crate::Output {
     write(prompts, "fixed.py", FIXED);
     let agent = format!(
         "#!/bin/sh\ncat > /dev/null\nif [ \"$REDRAFT_ITERATION\" = 1 ]; then\n{cheat}\nelse\n  cp \"$PROMPTS/fixed.py\" calc.py\nfi\n"
@@ -54,7 +60,7 @@ async fn until_python(dir: &Path, prompts: &Path, cheat: &str) -> crate::Output 
     let agent = write(prompts, "agent.sh", &agent);
     let mut cmd = redraft(dir);
     cmd.env("PROMPTS", prompts)
-        .args(["until", "--verify", VERIFY, "--task", "t", "--protect", "tests/**", "--", "sh"])
+        .args(["until", "--verify", VERIFY, "--task", "t", "--protect", glob, "--", "sh"])
         .arg(agent);
     output(cmd).await
 }
@@ -156,4 +162,82 @@ async fn an_honest_agent_that_runs_the_tests_is_not_blamed_for_their_caches() {
     assert!(out.stderr.contains("passes after 1 iteration(s)"), "{}", out.stderr);
     assert!(!out.stderr.contains("protected"), "{}", out.stderr);
     assert_eq!(listing(&dir.path().join("tests")), ["__init__.py", "test_calc.py"], "tests/ is as it was");
+}
+
+/// Forged bytecode under a glob that names the test files, not their directory: a protected
+/// `DIR/NAME.py` protects `DIR/__pycache__/NAME.*.pyc` as a cache — put back as it was before the
+/// loop (here: removed) before every verifier run, without blaming the agent.
+async fn forged_bytecode_under_a_file_glob(test: &str, glob: &str) {
+    forged_bytecode_protecting(test, glob, FORGE_PYC).await;
+}
+
+async fn forged_bytecode_protecting(test: &str, glob: &str, forge: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = tempfile::tempdir().unwrap();
+    if python_project(test, dir.path()).is_none() {
+        return;
+    }
+    let out = until_python_protecting(dir.path(), prompts.path(), forge, glob).await;
+    let forged = std::fs::read_to_string(prompts.path().join("forged.txt")).unwrap();
+    assert!(forged.contains("OK"), "{test}: the forged bytecode passes the wrong code when left in place: {forged}");
+    let first = std::fs::read_to_string(dir.path().join(".redraft/iterations/t/1.md")).unwrap();
+    assert!(first.starts_with("# Iteration 1 of 3 — rejected"), "{test}: {first}\n{}", out.stderr);
+    assert!(first.contains("AssertionError: 0 != 5"), "{test}: the real test failed the wrong code: {first}");
+    assert!(!first.contains("[protected_file_modified]"), "{test}: a cache is not blamed: {first}");
+    assert_eq!(out.code, 0, "{test}: {}", out.stderr);
+    assert!(out.stderr.contains("passes after 2 iteration(s)"), "{test}: {}", out.stderr);
+    assert_eq!(std::fs::read_to_string(dir.path().join("tests/test_calc.py")).unwrap(), TEST);
+    let caches = dir.path().join("tests/__pycache__");
+    let linked = std::fs::symlink_metadata(&caches).is_ok_and(|m| m.file_type().is_symlink());
+    assert!(!linked, "{test}: no link where the tests' bytecode goes");
+    let left: Vec<String> = if caches.is_dir() {
+        listing(&caches).into_iter().filter(|n| n.starts_with("test_calc.")).collect()
+    } else {
+        Vec::new()
+    };
+    assert_eq!(left, Vec::<String>::new(), "{test}: the test's bytecode is as before the loop (none)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_bytecode_under_a_test_files_glob_never_reaches_the_verifier() {
+    forged_bytecode_under_a_file_glob("pyc_test_files_glob", "tests/test_*.py").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_bytecode_under_a_py_files_glob_never_reaches_the_verifier() {
+    forged_bytecode_under_a_file_glob("pyc_py_files_glob", "tests/*.py").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_bytecode_under_a_recursive_py_glob_never_reaches_the_verifier() {
+    forged_bytecode_under_a_file_glob("pyc_recursive_glob", "tests/**/*.py").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_bytecode_beside_a_test_protected_by_name_never_reaches_the_verifier() {
+    forged_bytecode_under_a_file_glob("pyc_exact_path", "tests/test_calc.py").await;
+}
+
+/// The agent makes the tests' `__pycache__` a link to a directory outside holding the forged
+/// bytecode: Python follows the link. A protected `DIR/NAME.py` protects what stands at
+/// `DIR/__pycache__` when it is not a directory of its own (a link, a file): the link is removed
+/// before the verifier runs, never followed.
+const FORGE_PYC_LINKED: &str = r#"mkdir -p "$PROMPTS/cache"
+rm -rf tests/__pycache__
+ln -s "$PROMPTS/cache" tests/__pycache__
+"#;
+
+async fn forged_bytecode_in_a_linked_cache(test: &str, glob: &str) {
+    let forge = format!("{FORGE_PYC_LINKED}{FORGE_PYC}");
+    forged_bytecode_protecting(test, glob, &forge).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_bytecode_in_a_linked_cache_under_a_test_files_glob_never_reaches_the_verifier() {
+    forged_bytecode_in_a_linked_cache("pyc_linked_cache_glob", "tests/test_*.py").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_bytecode_in_a_linked_cache_beside_a_test_protected_by_name_never_reaches_the_verifier() {
+    forged_bytecode_in_a_linked_cache("pyc_linked_cache_exact", "tests/test_calc.py").await;
 }
