@@ -84,12 +84,17 @@ fn direct_children() -> Option<Vec<Pid>> {
     Some(children)
 }
 
-/// Whether `pid` is a process that has not died (neither a zombie nor gone).
+/// Whether `pid` is a process that has not died: one of its threads is neither a zombie nor
+/// gone. (A process whose main thread exited on its own reads as a zombie in its own `stat`
+/// while its other threads run on.)
 fn is_alive(pid: Pid) -> bool {
-    std::fs::read(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| tree::parse_state_and_ppid(&stat))
-        .is_some_and(|(state, _)| !matches!(state, b'Z' | b'X' | b'x'))
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    tasks.flatten().any(|task| {
+        std::fs::read(task.path().join("stat"))
+            .ok()
+            .and_then(|stat| tree::parse_state_and_ppid(&stat))
+            .is_some_and(|(state, _)| !matches!(state, b'Z' | b'X' | b'x'))
+    })
 }
 
 /// The processes below this one that are not yet dead (zombies excluded).
@@ -102,7 +107,7 @@ fn live_descendants() -> Vec<Pid> {
         let Some(pid) = tree::parse_pid(std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str())) else { continue };
         let Ok(stat) = std::fs::read(entry.path().join("stat")) else { continue };
         let Some((state, ppid)) = tree::parse_state_and_ppid(&stat) else { continue };
-        table.push((pid, ppid, matches!(state, b'Z' | b'X' | b'x')));
+        table.push((pid, ppid, matches!(state, b'Z' | b'X' | b'x') && !is_alive(pid)));
     }
     let mut below: Vec<Pid> = vec![me];
     let mut live = Vec::new();
@@ -126,6 +131,31 @@ fn live_descendants() -> Vec<Pid> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_whose_main_thread_exited_alone_is_alive() {
+        let script = "import ctypes, threading, time\n\
+            threading.Thread(target=lambda: time.sleep(60)).start()\n\
+            ctypes.CDLL(None).syscall(60, 0)\n";
+        let Ok(mut child) = std::process::Command::new("python3").args(["-c", script]).spawn() else {
+            eprintln!("SKIP strays::a_process_whose_main_thread_exited_alone_is_alive: no python3 to start one");
+            return;
+        };
+        let pid = Pid::try_from(child.id()).unwrap();
+        let state = || {
+            std::fs::read(format!("/proc/{pid}/stat")).ok().and_then(|s| tree::parse_state_and_ppid(&s)).map(|s| s.0)
+        };
+        let until = std::time::Instant::now() + Duration::from_secs(20);
+        while state() != Some(b'Z') && std::time::Instant::now() < until {
+            std::thread::yield_now();
+        }
+        assert_eq!(state(), Some(b'Z'), "the main thread did not exit alone");
+        assert!(is_alive(pid), "its other thread runs on");
+        assert!(live_descendants().contains(&pid));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!is_alive(pid));
+    }
 
     #[test]
     fn a_child_is_found_below_this_process_until_it_is_dead() {

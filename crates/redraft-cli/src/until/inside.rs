@@ -64,10 +64,12 @@ pub fn real_dirs(at: At<'_>, dir: &Path, in_the_way: InTheWay) -> io::Result<Pat
     Ok(at.join(&rel))
 }
 
-/// Write `bytes` as the file `path`. Inside the working directory it is a new file renamed into
-/// place (keeping the mode of a regular file it replaces); outside, where the user named it, it is
-/// written as usual.
+/// Write `bytes` as the file `path`, with every known secret redacted: what is written this way
+/// is a report (an iteration's, the loop's, its decisions), which the agent reads at its next
+/// turn. Inside the working directory it is a new file renamed into place (keeping the mode of
+/// a regular file it replaces); outside, where the user named it, it is written as usual.
 pub fn write(root: &Root, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let bytes = &*redraft::core::secrets::redact_bytes(bytes);
     let Some(rel) = root.relative(path) else {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             fs::create_dir_all(dir)?;
@@ -155,6 +157,17 @@ mod tests {
         assert_eq!(read_own(&pinned, &root.path().join("hard.md")).unwrap(), Some(b"mine".to_vec()));
         let mode = fs::metadata(root.path().join("hard.md")).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, NEW_FILE_MODE);
+    }
+
+    #[test]
+    fn a_report_never_holds_a_known_secret() {
+        // An issue quoting a verifier that printed its environment, say.
+        redraft::core::secrets::register("sk-until-report-test-5f4e3d");
+        let root = tempfile::tempdir().unwrap();
+        let pinned = Root::pin(root.path()).unwrap();
+        let report = root.path().join(".redraft/iterations/t/1.md");
+        write(&pinned, &report, b"1. verifier sk-until-report-test-5f4e3d [exit_status]").unwrap();
+        assert_eq!(fs::read_to_string(&report).unwrap(), "1. verifier [redacted] [exit_status]");
     }
 
     #[test]

@@ -16,9 +16,10 @@ use std::collections::HashMap;
 use redraft::core::secrets::{self, StreamRedactor};
 use serde_json::{Map, Value};
 
-/// Fields whose values name rather than say (a role, a reason, an id): redacted whole in each
-/// chunk, never held back, so that a client always reads them entire.
-const NAMING_FIELDS: [&str; 7] = ["role", "type", "finish_reason", "id", "object", "model", "system_fingerprint"];
+/// Fields of a choice whose values a client takes as they come rather than joining them across
+/// chunks (the OpenAI SDK joins every other string of a delta, a role and a tool call's id
+/// included): redacted whole in each chunk, never held back. Every other string is a stream.
+const NAMING_FIELDS: [&str; 2] = ["type", "finish_reason"];
 
 /// Redaction of a stream of server-sent events.
 #[derive(Debug, Default)]

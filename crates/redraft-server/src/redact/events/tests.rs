@@ -243,3 +243,23 @@ fn events_are_redacted_as_a_client_parses_them_whatever_their_bytes() {
     assert!(!text.contains(first) && !text.contains(second), "{text}");
     assert_eq!(client_events(text.as_bytes()), ["[DONE]"], "{text}");
 }
+
+#[test]
+fn a_secret_split_across_the_ids_and_roles_a_client_joins_is_redacted() {
+    secrets::register(KEY);
+    let half = KEY.len() / 2;
+    let (first, second) = (&KEY[..half], &KEY[half..]);
+    let mut redactor = EventRedactor::default();
+    let mut out = Vec::new();
+    for (n, part) in [first, second].into_iter().enumerate() {
+        let finish = if n == 1 { json!("stop") } else { Value::Null };
+        let delta = json!({"role": part, "tool_calls": [{"index": 0, "id": part, "type": "function"}]});
+        let event = chunk(json!({"index": 0, "delta": delta, "finish_reason": finish}));
+        out.extend(redactor.push(format!("data: {event}\n\n").as_bytes()));
+    }
+    out.extend(redactor.finish());
+    let events = client_events(&out);
+    let texts = rebuilt(&events);
+    assert_eq!(texts["0/delta/role"], "[redacted]", "{events:?}");
+    assert_eq!(texts["0/delta/tool_calls/*/id"], "[redacted]", "{events:?}");
+}
