@@ -105,7 +105,8 @@ pub async fn validate(
     let budget = state.config().policy.attempt_timeout;
     let checking = redraft::runner::verdict(std::slice::from_ref(&evaluator), &req.artifact, &context, 1);
     let issues = match tokio::time::timeout(budget, checking).await {
-        Ok(verdict) => verdict.issues,
+        // One evaluator: the report names none, as before.
+        Ok(verdict) => verdict.issues.into_iter().map(|issue| Issue { evaluator: None, ..issue }).collect(),
         Err(_) => vec![Issue::new(
             "",
             codes::CHECK_TIMEOUT,
