@@ -44,7 +44,7 @@ impl KindEvaluator {
 
     /// [`KindEvaluator::issues`], stopping once `cancel` is set.
     fn issues_until(&self, artifact: &Value, context: &Value, cancel: &CancelFlag) -> Vec<Issue> {
-        let mut issues = self.schema.issues(artifact);
+        let mut issues = self.schema.issues_until(artifact, cancel);
         if !issues.iter().any(Issue::is_error) {
             issues.extend(self.kind.check_rules_until(artifact, context, cancel));
         }

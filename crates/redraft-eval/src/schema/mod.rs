@@ -9,6 +9,7 @@
 
 mod expansion;
 pub mod refs;
+mod stop;
 
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
@@ -16,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use redraft_core::issue::json_within;
-use redraft_core::{BoundedIssues, EvalInput, Evaluator, EvaluatorError, Issue, Verdict};
+use redraft_core::{BoundedIssues, CancelFlag, EvalInput, Evaluator, EvaluatorError, Issue, Verdict};
 use serde_json::Value;
 
 pub use self::refs::RefError;
@@ -207,12 +208,13 @@ impl SchemaEvaluator {
         // are refused when the schema is compiled.
         let mut options = jsonschema::options()
             .with_pattern_options(jsonschema::PatternOptions::regex().size_limit(PATTERN_SIZE_LIMIT))
+            .with_keyword(stop::KEYWORD, stop::probe)
             .should_validate_formats(formats == Formats::Checked)
             .with_retriever(Retriever(Arc::clone(&files)));
         if let Some((uri, _)) = &origin.file {
             options = options.with_base_uri(uri.as_str());
         }
-        let validator = options.build(&schema).map_err(|e| match files.take_refusal() {
+        let validator = options.build(&stop::probed(&schema)).map_err(|e| match files.take_refusal() {
             Some(source) => SchemaError::Ref { origin: origin.text.clone(), source },
             None => SchemaError::Invalid { origin: origin.text.clone(), message: describe(&e) },
         })?;
@@ -248,21 +250,32 @@ impl SchemaEvaluator {
     /// [`MAX_ISSUES_PER_ATTEMPT`](redraft_core::MAX_ISSUES_PER_ATTEMPT), then a
     /// `too_many_issues` issue counting the others, which are not made into issues.
     pub fn issues(&self, artifact: &Value) -> Vec<Issue> {
+        self.issues_until(artifact, &CancelFlag::new())
+    }
+
+    /// [`SchemaEvaluator::issues`], stopped soon after `cancel` is set (every subschema looks
+    /// at it: see `stop.rs`); then one `check_timeout` issue says the check did not end.
+    pub fn issues_until(&self, artifact: &Value, cancel: &CancelFlag) -> Vec<Issue> {
         let validator = &self.compiled.validator;
-        // Far cheaper than gathering errors, and most answers that reach here pass.
-        if validator.is_valid(artifact) {
-            return Vec::new();
-        }
-        let mut issues = BoundedIssues::new();
-        let mut errors = validator.iter_errors(artifact);
-        for error in errors.by_ref() {
-            issues.push(issue(&error));
-            if issues.is_full() {
-                break;
+        let checked = stop::under(cancel, || {
+            // Far cheaper than gathering errors, and most answers that reach here pass.
+            if validator.is_valid(artifact) {
+                return Vec::new();
             }
-        }
-        issues.count(u64::try_from(errors.count()).unwrap_or(u64::MAX), None);
-        issues.finish()
+            let mut issues = BoundedIssues::new();
+            let mut errors = validator.iter_errors(artifact);
+            for error in errors.by_ref() {
+                issues.push(issue(&error));
+                if issues.is_full() {
+                    break;
+                }
+            }
+            issues.count(u64::try_from(errors.count()).unwrap_or(u64::MAX), None);
+            issues.finish()
+        });
+        checked.unwrap_or_else(|| {
+            vec![Issue::new("", redraft_core::codes::CHECK_TIMEOUT, "the schema check was stopped before it ended")]
+        })
     }
 }
 
@@ -322,7 +335,7 @@ impl Evaluator for SchemaEvaluator {
     }
 
     async fn evaluate(&self, input: EvalInput<'_>) -> Result<Verdict, EvaluatorError> {
-        Ok(Verdict::from_issues(self.issues(input.artifact)))
+        Ok(Verdict::from_issues(self.issues_until(input.artifact, input.cancel)))
     }
 }
 

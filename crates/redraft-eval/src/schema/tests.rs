@@ -330,3 +330,36 @@ fn patterns_that_need_backtracking_are_refused_and_others_match_in_linear_time()
     paths.sort_unstable();
     assert_eq!(paths, ["/code", "/nested", "/word", "/x-n"]);
 }
+
+#[test]
+fn a_schema_check_under_way_stops_when_its_flag_is_set() {
+    // 13 levels of a definition used twice: every string is checked 2^13 times, so the whole
+    // answer takes long — unless the check stops.
+    let mut defs = serde_json::Map::new();
+    for i in 0..13 {
+        let next = json!({"$ref": format!("#/$defs/a{}", i + 1)});
+        defs.insert(format!("a{i}"), json!({"allOf": [next.clone(), next]}));
+    }
+    defs.insert("a13".into(), json!({"type": "string"}));
+    let schema = json!({"$defs": defs, "type": "array", "items": {"$ref": "#/$defs/a0"}});
+    let evaluator = SchemaEvaluator::of(&schema, Formats::Checked).unwrap();
+    let answer = Value::Array((0..3_000).map(|i| json!(format!("value {i}"))).collect());
+    let cancel = redraft_core::CancelFlag::new();
+    let started = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let check = {
+        let (cancel, started) = (cancel.clone(), started.clone());
+        std::thread::spawn(move || {
+            started.wait();
+            evaluator.issues_until(&answer, &cancel)
+        })
+    };
+    started.wait();
+    cancel.cancel();
+    let issues = check.join().unwrap();
+    assert_eq!(issues.len(), 1, "{issues:?}");
+    assert_eq!(issues[0].code, "check_timeout");
+    // Not cancelled, the same schema still checks (a small answer).
+    let small = SchemaEvaluator::of(&schema, Formats::Checked).unwrap();
+    assert!(small.issues(&json!(["a", "b"])).is_empty());
+    assert_eq!(small.issues(&json!([1]))[0].code, "type");
+}
