@@ -66,4 +66,4 @@ pub use gate::{FILES_PER_COMMAND, command_files, commands_at_once};
 pub use quote::shell_quote;
 pub use run::run;
 pub use sandbox::{PASSED_ENV, Sandbox};
-pub use strays::{adopt_orphans, end_strays, keep_this_process_private};
+pub use strays::{Strays, adopt_orphans, end_strays, keep_this_process_private};

@@ -36,48 +36,76 @@ pub fn keep_this_process_private() -> Result<(), SandboxError> {
         .map_err(|e| SandboxError::Io { what: "keeping this process's memory private", source: e.into() })
 }
 
+/// What [`end_strays`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Strays {
+    /// Processes it killed.
+    pub killed: usize,
+    /// Processes still alive when its time was up: ones a `SIGKILL` cannot end (a process in
+    /// uninterruptible sleep, say, waiting on a file system that never answers). Whatever must
+    /// not run beside them (a verifier) should not run.
+    pub alive: usize,
+}
+
 /// Kills (`SIGKILL`) every live process below this one, again until none is left or `within`
-/// has passed; returns how many were killed. Call it when no command of this process should be
-/// running: it kills them all.
+/// has passed. Call it when no command of this process should be running: it kills them all.
 ///
 /// Once no supervisor is left, everything below this process is an orphan [`adopt_orphans`]
 /// made its direct child, and a child's children become its own as the child dies. So the kill
-/// runs in a tight loop over this process's direct children (`/proc/self/task/*/children`, a
-/// few microseconds a round), which a process that keeps forking and exiting to change its pid
-/// cannot outrun: a killed process forks no more, and what it forked is a direct child by the
-/// next round. It ends when every child is dead (a zombie: a dead process has no children).
-/// Where the kernel does not list children, every process is scanned instead (slower).
-pub async fn end_strays(within: Duration) -> usize {
-    tokio::task::spawn_blocking(move || kill_below(std::time::Instant::now() + within)).await.unwrap_or(0)
+/// runs in a tight loop over this process's tree (`/proc/PID/task/*/children` from here down,
+/// a few microseconds a round), which a process that keeps forking and exiting to change its
+/// pid cannot outrun: a killed process forks no more, and what it forked is in the tree by the
+/// next round. The whole tree is walked, not only the direct children: a child that cannot die
+/// does not hand its own children up, and they are killed below it. Where the kernel does not
+/// list children, every process is scanned instead (slower).
+pub async fn end_strays(within: Duration) -> Strays {
+    tokio::task::spawn_blocking(move || kill_below(std::time::Instant::now() + within)).await.unwrap_or_default()
 }
 
-fn kill_below(deadline: std::time::Instant) -> usize {
+fn kill_below(deadline: std::time::Instant) -> Strays {
     let mut killed = std::collections::HashSet::new();
     loop {
-        let live = match direct_children() {
-            Some(children) => children.into_iter().filter(|pid| is_alive(*pid)).collect(),
-            None => live_descendants(),
-        };
+        let live = live_tree().unwrap_or_else(live_descendants);
         if live.is_empty() {
-            return killed.len();
+            return Strays { killed: killed.len(), alive: 0 };
         }
-        for pid in live {
+        for &pid in &live {
             if sys::send_signal(pid, libc::SIGKILL).is_ok() {
                 killed.insert(pid);
             }
         }
         if std::time::Instant::now() >= deadline {
-            return killed.len();
+            let alive = live_tree().unwrap_or_else(live_descendants).len();
+            return Strays { killed: killed.len().saturating_sub(alive), alive };
         }
         std::thread::yield_now();
     }
 }
 
-/// This process's direct children, from every thread's `children` file; `None` when the kernel
-/// does not provide them.
-fn direct_children() -> Option<Vec<Pid>> {
+/// The live processes below this one, from the kernel's lists of children (each thread's
+/// `children` file), walked from this process down; `None` when the kernel does not provide
+/// them.
+fn live_tree() -> Option<Vec<Pid>> {
+    let mut frontier = children_of("self")?;
+    let mut seen = std::collections::HashSet::new();
+    let mut live = Vec::new();
+    while let Some(pid) = frontier.pop() {
+        if !seen.insert(pid) {
+            continue;
+        }
+        if is_alive(pid) {
+            live.push(pid);
+        }
+        frontier.extend(children_of(&pid.to_string()).unwrap_or_default());
+    }
+    Some(live)
+}
+
+/// The children of the process `pid` (`self` for this one), from every thread's `children`
+/// file; `None` when the kernel does not provide them.
+fn children_of(pid: &str) -> Option<Vec<Pid>> {
     let mut children = Vec::new();
-    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
         let text = std::fs::read_to_string(task.path().join("children")).ok()?;
         children.extend(text.split_ascii_whitespace().filter_map(|pid| pid.parse::<Pid>().ok()));
     }
@@ -155,6 +183,25 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(!is_alive(pid));
+    }
+
+    #[test]
+    fn the_tree_below_a_child_is_walked_not_only_the_children() {
+        // A child that cannot be killed would not hand its children up: they are found below it.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & echo $!; wait"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+        let grandchild: Pid = line.trim().parse().unwrap();
+        let tree = live_tree().expect("the kernel lists children");
+        assert!(tree.contains(&Pid::try_from(child.id()).unwrap()), "{tree:?}");
+        assert!(tree.contains(&grandchild), "{tree:?}");
+        sys::send_signal(grandchild, libc::SIGKILL).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     #[test]

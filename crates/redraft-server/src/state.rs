@@ -34,6 +34,8 @@ struct Inner {
     tokens: Vec<String>,
     shutdown: CancellationToken,
     backend_models: crate::models::BackendModels,
+    /// `POST /v1/validate` checks at once: each takes a blocking thread and a core.
+    checks: Arc<tokio::sync::Semaphore>,
 }
 
 /// What the executor tells the server about the runs it executes: they are live (events,
@@ -145,12 +147,18 @@ impl AppState {
                 tokens: tokens.into_iter().map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()).collect(),
                 shutdown: CancellationToken::new(),
                 backend_models: crate::models::BackendModels::default(),
+                checks: Arc::new(tokio::sync::Semaphore::new(checks_at_once())),
             }),
         })
     }
 
     pub fn config(&self) -> &Config {
         &self.inner.executor.parts().config
+    }
+
+    /// A place among the `POST /v1/validate` checks running at once, if one is free.
+    pub(crate) fn check_slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.inner.checks.clone().try_acquire_owned().ok()
     }
 
     /// The OpenAI-compatible backends' own model lists, as last asked.
@@ -262,4 +270,10 @@ impl AppState {
 /// The directory `exec:` commands run in and `schema:` paths start from, by default.
 fn working_dir() -> PathBuf {
     std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
+}
+
+/// How many `POST /v1/validate` checks run at once: two per core, so that a flood of hostile
+/// checks takes no more than the machine's cores and leaves runs their threads.
+pub(crate) fn checks_at_once() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get()).saturating_mul(2)
 }

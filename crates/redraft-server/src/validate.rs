@@ -56,6 +56,7 @@ pub struct ValidateReport {
         (status = 422, description = "The artifact has issues", body = ValidateReport),
         (status = 400, description = "Malformed request, or an invalid schema", body = ErrorBody),
         (status = 404, description = "An unknown kind", body = ErrorBody),
+        (status = 503, description = "As many checks as the server runs at once are running (`Retry-After`)", body = ErrorBody),
     )
 )]
 pub async fn validate(
@@ -68,6 +69,12 @@ pub async fn validate(
         Some(_) => return Err(ApiError::bad_request("invalid_field", "`context` must be a JSON object")),
     };
     let formats = Formats::checked(req.check_formats.unwrap_or(state.config().check_formats));
+    let Some(_slot) = state.check_slot() else {
+        return Err(ApiError::busy(
+            format!("{} checks are running, as many as this server runs at once", crate::state::checks_at_once()),
+            1,
+        ));
+    };
     let evaluator: Arc<dyn Evaluator> = match (req.kind, req.schema) {
         (Some(_), Some(_)) => {
             return Err(ApiError::bad_request("invalid_request", "give `kind` or `schema`, not both"));

@@ -109,7 +109,7 @@ impl Shared {
         if self.protect_checked.load(Ordering::SeqCst) {
             return;
         }
-        end_strays("the workspace was read").await;
+        let _ = end_strays("the workspace was read").await;
         if !self.protect_checked.swap(true, Ordering::SeqCst)
             && let Ok(found) = self.end_turn()
         {
@@ -124,7 +124,7 @@ impl Shared {
     /// and what the verifier left there. What the agent or the verifier left running is ended
     /// first, so that nothing outlives the loop (or tampers with what is put back).
     pub(super) async fn settle_protected(&self, when: &str) {
-        end_strays("the protected paths were put back").await;
+        let _ = end_strays("the protected paths were put back").await;
         if self.moved().is_some() {
             return;
         }
@@ -143,14 +143,26 @@ impl Shared {
 }
 
 /// End every process this one started that is still running — what an agent or a verifier left
-/// behind after killing its supervisor, re-parented here — saying so, before `what`.
-async fn end_strays(what: &str) {
+/// behind after killing its supervisor, re-parented here — saying so, before `what`. An error
+/// when some could not be ended: nothing that must not run beside them (reading the workspace,
+/// the verifier) runs.
+async fn end_strays(what: &str) -> Result<(), String> {
     let strays = redraft::sandbox::end_strays(STRAYS_WITHIN).await;
-    if strays > 0 {
+    if strays.killed > 0 {
         eprintln!(
-            "warning: {strays} process(es) the agent or the verifier started got away from its supervisor and were killed before {what}"
+            "warning: {} process(es) the agent or the verifier started got away from its supervisor and were killed before {what}",
+            strays.killed
         );
     }
+    if strays.alive > 0 {
+        let message = format!(
+            "{} process(es) the agent started could not be ended (a kill cannot reach a process stuck in the kernel, waiting on a file system that never answers, say), and nothing runs beside them: the workspace is not read nor the verifier run\nhint: run the agent with `--sandbox`, whose PID namespace ends every process with it",
+            strays.alive
+        );
+        eprintln!("warning: {message}");
+        return Err(message);
+    }
+    Ok(())
 }
 
 /// The artifact of an iteration: the workspace, as a fingerprint plus the cumulative diff.
@@ -164,7 +176,7 @@ impl ArtifactSource for WorkspaceArtifact {
         let s = &self.0;
         // Nothing the agent started runs while the workspace is read and its protected paths put
         // back: what got away from its supervisor is ended first.
-        end_strays("the workspace was read").await;
+        end_strays("the workspace was read").await.map_err(|message| fail(anyhow::anyhow!(message)))?;
         s.check_root().map_err(|moved| fail(moved.into()))?;
         // The snapshot keeps what the agent did (the report shows it); then the protected paths
         // are put back before any evaluator — the verifier included — sees the workspace.
@@ -204,7 +216,9 @@ impl Evaluator for Verifier {
         // No process the agent started is alive when the verifier starts: its supervisor killed
         // what it left behind, and what got away from the supervisor (the agent killed it) was
         // re-parented to this process, which ends it here.
-        end_strays("the verifier ran").await;
+        if let Err(message) = end_strays("the verifier ran").await {
+            return Err(EvaluatorError::Failed { evaluator: "verify".into(), message });
+        }
         // The verifier starts in the working directory by its path: only while that still leads
         // to the directory the loop began in.
         if let Err(moved) = self.shared.check_root() {
@@ -257,7 +271,7 @@ impl RunObserver for Journal {
         }
         // Nothing the last verifier left running (after killing its supervisor) goes on into the
         // agent's turn.
-        end_strays("the agent's turn began").await;
+        let _ = end_strays("the agent's turn began").await;
         // The agent starts in the working directory by its path: only while that still leads to
         // the directory the loop began in (the run stops otherwise, before the agent starts).
         if s.check_root().is_err() {

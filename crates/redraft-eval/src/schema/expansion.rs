@@ -15,25 +15,80 @@ const DATA_KEYWORDS: [&str; 5] = ["enum", "const", "examples", "default", "requi
 
 /// The size of `root` with references into it expanded, counted up to a little past `limit`.
 /// A reference back to a schema on the current path counts one: it recurses only as deep as
-/// the value does. References this cannot resolve (other documents, `$id`s) count one.
+/// the value does. References are resolved as a validator resolves them, against the base URI
+/// of the schema they stand in (`$id`, `id`, relative ones included): by JSON pointer, anchor
+/// (`$anchor`, `$dynamicAnchor`, a plain-name `$id: "#name"`) or embedded resource. One to
+/// another document (a sibling schema file) counts one.
 pub(super) fn expanded_size(root: &Value, limit: u64) -> u64 {
-    let mut anchors = HashMap::new();
-    collect_anchors(root, &mut anchors);
-    let mut walk = Walk { root, anchors, memo: HashMap::new(), path: Vec::new(), limit };
+    let Ok(base) = url::Url::parse(ROOT_BASE) else { return 0 };
+    let mut walk = Walk {
+        resources: HashMap::new(),
+        anchors: HashMap::new(),
+        bases: HashMap::new(),
+        memo: HashMap::new(),
+        path: Vec::new(),
+        limit,
+    };
+    walk.resources.insert(without_fragment(&base), root);
+    walk.collect(root, &base);
     walk.size(root)
 }
 
+/// The base URI of a schema without an `$id` of its own.
+const ROOT_BASE: &str = "redraft:///this-schema";
+
 struct Walk<'a> {
-    root: &'a Value,
-    anchors: HashMap<&'a str, &'a Value>,
-    /// Sizes already known, by the node's address in `root`.
+    /// Each resource (the root, each subschema with an `$id`), by its URI without fragment.
+    resources: HashMap<String, &'a Value>,
+    /// Each anchor, by its resource's URI and its name (`URI#name`).
+    anchors: HashMap<String, &'a Value>,
+    /// The base URI in force in each schema object, by its address.
+    bases: HashMap<*const Value, url::Url>,
+    /// Sizes already known, by the node's address.
     memo: HashMap<*const Value, u64>,
     /// The references being expanded, by their targets' addresses.
     path: Vec<*const Value>,
     limit: u64,
 }
 
+fn without_fragment(url: &url::Url) -> String {
+    let mut url = url.clone();
+    url.set_fragment(None);
+    url.to_string()
+}
+
 impl<'a> Walk<'a> {
+    /// Record the base URI of every schema object below `node`, its resources and anchors.
+    fn collect(&mut self, node: &'a Value, base: &url::Url) {
+        match node {
+            Value::Object(fields) => {
+                let mut base = base.clone();
+                for key in ["$id", "id"] {
+                    let Some(Value::String(id)) = fields.get(key) else { continue };
+                    if let Some(name) = id.strip_prefix('#') {
+                        self.anchors.insert(format!("{}#{name}", without_fragment(&base)), node);
+                    } else if let Ok(joined) = base.join(id) {
+                        base = joined;
+                        self.resources.insert(without_fragment(&base), node);
+                    }
+                }
+                for key in ["$anchor", "$dynamicAnchor"] {
+                    if let Some(Value::String(name)) = fields.get(key) {
+                        self.anchors.insert(format!("{}#{name}", without_fragment(&base)), node);
+                    }
+                }
+                self.bases.insert(node, base.clone());
+                for (key, value) in fields {
+                    if !DATA_KEYWORDS.contains(&key.as_str()) {
+                        self.collect(value, &base);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|item| self.collect(item, base)),
+            _ => {}
+        }
+    }
+
     fn size(&mut self, node: &'a Value) -> u64 {
         match node {
             Value::Object(fields) => {
@@ -44,7 +99,9 @@ impl<'a> Walk<'a> {
                     }
                     let part = match (key.as_str(), value) {
                         (k, _) if DATA_KEYWORDS.contains(&k) => 0,
-                        ("$ref" | "$dynamicRef", Value::String(reference)) => self.reference(reference),
+                        ("$ref" | "$dynamicRef" | "$recursiveRef", Value::String(reference)) => {
+                            self.reference(node, reference)
+                        }
                         (_, Value::Object(_) | Value::Array(_)) => self.size(value),
                         _ => 0,
                     };
@@ -66,8 +123,8 @@ impl<'a> Walk<'a> {
         }
     }
 
-    fn reference(&mut self, reference: &str) -> u64 {
-        let Some(target) = self.resolve(reference) else { return 1 };
+    fn reference(&mut self, from: &'a Value, reference: &str) -> u64 {
+        let Some(target) = self.resolve(from, reference) else { return 1 };
         let address: *const Value = target;
         if self.path.contains(&address) {
             return 1;
@@ -82,31 +139,19 @@ impl<'a> Walk<'a> {
         size
     }
 
-    /// The node a reference into this document names: `#`, `#/json/pointer`, `#anchor`.
-    fn resolve(&self, reference: &str) -> Option<&'a Value> {
-        let fragment = reference.strip_prefix('#')?;
-        if fragment.is_empty() {
-            return Some(self.root);
-        }
-        if fragment.starts_with('/') {
-            return self.root.pointer(&percent_decoded(fragment));
-        }
-        self.anchors.get(fragment).copied()
-    }
-}
-
-fn collect_anchors<'a>(node: &'a Value, anchors: &mut HashMap<&'a str, &'a Value>) {
-    match node {
-        Value::Object(fields) => {
-            for key in ["$anchor", "$dynamicAnchor"] {
-                if let Some(Value::String(name)) = fields.get(key) {
-                    anchors.entry(name.as_str()).or_insert(node);
-                }
+    /// The schema `reference` names, read in the schema `from`.
+    fn resolve(&self, from: &'a Value, reference: &str) -> Option<&'a Value> {
+        let base = self.bases.get(&(from as *const Value))?;
+        let target = base.join(reference).ok()?;
+        let document = *self.resources.get(&without_fragment(&target))?;
+        match target.fragment().unwrap_or_default() {
+            "" => Some(document),
+            pointer if pointer.starts_with('/') => document.pointer(&percent_decoded(pointer)),
+            name => {
+                let name = percent_decoded(name);
+                self.anchors.get(&format!("{}#{name}", without_fragment(&target))).copied()
             }
-            fields.values().for_each(|v| collect_anchors(v, anchors));
         }
-        Value::Array(items) => items.iter().for_each(|v| collect_anchors(v, anchors)),
-        _ => {}
     }
 }
 
@@ -153,6 +198,32 @@ mod tests {
         let small = expanded_size(&doubling(10), MAX_EXPANDED_SUBSCHEMAS);
         assert!((2_048..20_000).contains(&small), "{small}");
         assert!(expanded_size(&doubling(40), MAX_EXPANDED_SUBSCHEMAS) > MAX_EXPANDED_SUBSCHEMAS);
+    }
+
+    #[test]
+    fn references_by_id_relative_or_plain_name_are_expanded_too() {
+        // Each definition a resource of its own, referred to by its absolute `$id`, by a URI
+        // relative to the root's `$id`, or by a draft-07 plain name.
+        let forms: [(&str, fn(usize) -> (String, String)); 3] = [
+            (r#"{}"#, |i| (format!("https://x.test/a{i}"), format!("https://x.test/a{}", i + 1))),
+            (r#"{"$id": "https://x.test/root.json"}"#, |i| (format!("a{i}"), format!("a{}", i + 1))),
+            (r#"{"$schema": "http://json-schema.org/draft-07/schema#"}"#, |i| {
+                (format!("#a{i}"), format!("#a{}", i + 1))
+            }),
+        ];
+        for (root, names) in forms {
+            let mut root: Value = serde_json::from_str(root).unwrap();
+            let mut defs = serde_json::Map::new();
+            for i in 0..40 {
+                let (id, next) = names(i);
+                defs.insert(format!("a{i}"), json!({"$id": id, "allOf": [{"$ref": next.clone()}, {"$ref": next}]}));
+            }
+            defs.insert("a40".into(), json!({"$id": names(40).0, "type": "string"}));
+            root["definitions"] = Value::Object(defs);
+            root["$ref"] = json!(names(0).0);
+            let size = expanded_size(&root, MAX_EXPANDED_SUBSCHEMAS);
+            assert!(size > MAX_EXPANDED_SUBSCHEMAS, "{size}: {root}");
+        }
     }
 
     #[test]

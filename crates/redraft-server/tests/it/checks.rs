@@ -14,7 +14,7 @@ use redraft_testkit::processes::{eventually, eventually_async};
 use redraft_testkit::{FakeOpenAi, reply};
 use serde_json::{Value, json};
 
-use crate::{Harness, WAIT, config, harness, write_kind};
+use crate::{Harness, WAIT, config, harness, harness_with, write_kind};
 
 /// A check that computes until it is told to stop: it spins on its cancellation flag, counting
 /// the checks that began and those that saw the flag. Should the flag never come, it gives up
@@ -139,4 +139,43 @@ async fn an_answer_failing_a_million_times_keeps_the_first_thousand_issues() {
     assert_eq!(issues[1_000]["found"], 999_000);
     let stored = h.finished(a.json["run_id"].as_str().unwrap()).await;
     assert_eq!(stored["history"][0]["issues"].as_array().map(Vec::len), Some(1_001), "as stored");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_checks_at_once_are_bounded_and_the_rest_told_to_retry() {
+    let h = Arc::new(harness_with(Vec::new(), Vec::new(), |c| c.policy.attempt_timeout = Duration::from_secs(5)).await);
+    // A schema every string of a long answer meets 2^13 times: seconds of work each.
+    let mut defs = serde_json::Map::new();
+    for i in 0..13 {
+        let next = json!({"$ref": format!("#/$defs/a{}", i + 1)});
+        defs.insert(format!("a{i}"), json!({"allOf": [next.clone(), next]}));
+    }
+    defs.insert("a13".into(), json!({"type": "string"}));
+    let schema = json!({"$defs": defs, "type": "array", "items": {"$ref": "#/$defs/a0"}});
+    let answer: Vec<String> = (0..20_000).map(|i| format!("value {i}")).collect();
+    let body = json!({"schema": schema, "artifact": answer});
+    let at_once = std::thread::available_parallelism().map_or(2, |n| n.get()) * 2;
+    let calls: Vec<_> = (0..at_once + 2)
+        .map(|_| {
+            let (h, body) = (h.clone(), body.clone());
+            tokio::spawn(async move { h.call("POST", "/v1/validate", Some(body)).await })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for call in calls {
+        let answer = call.await.unwrap();
+        if answer.status == 503 {
+            assert_eq!(answer.json["error"]["code"], "busy", "{}", answer.text);
+            assert!(answer.headers.contains_key("retry-after"), "{:?}", answer.headers);
+        } else {
+            // Past `attempt_timeout`, stopped and said so.
+            assert_eq!(answer.status, 422, "{}", answer.text);
+            assert_eq!(answer.json["issues"][0]["code"], "check_timeout", "{}", answer.text);
+        }
+        statuses.push(answer.status);
+    }
+    assert_eq!(statuses.iter().filter(|&&s| s == 503).count(), 2, "{statuses:?}");
+    // The slots are free again once the checks stopped.
+    let small = h.call("POST", "/v1/validate", Some(json!({"schema": {"type": "string"}, "artifact": "x"}))).await;
+    assert_eq!(small.status, 200, "{}", small.text);
 }
