@@ -204,7 +204,8 @@ mod tests {
     fn references_by_id_relative_or_plain_name_are_expanded_too() {
         // Each definition a resource of its own, referred to by its absolute `$id`, by a URI
         // relative to the root's `$id`, or by a draft-07 plain name.
-        let forms: [(&str, fn(usize) -> (String, String)); 3] = [
+        type Names = fn(usize) -> (String, String);
+        let forms: [(&str, Names); 3] = [
             (r#"{}"#, |i| (format!("https://x.test/a{i}"), format!("https://x.test/a{}", i + 1))),
             (r#"{"$id": "https://x.test/root.json"}"#, |i| (format!("a{i}"), format!("a{}", i + 1))),
             (r#"{"$schema": "http://json-schema.org/draft-07/schema#"}"#, |i| {
