@@ -17,9 +17,17 @@ use redraft::core::secrets::{self, StreamRedactor};
 use serde_json::{Map, Value};
 
 /// Fields of a choice whose values a client takes as they come rather than joining them across
-/// chunks (the OpenAI SDK joins every other string of a delta, a role and a tool call's id
-/// included): redacted whole in each chunk, never held back. Every other string is a stream.
+/// chunks: redacted whole in each chunk, never held back.
 const NAMING_FIELDS: [&str; 2] = ["type", "finish_reason"];
+
+/// Fields a client reads whole from the chunk that brings them, but that the OpenAI SDK also
+/// joins across chunks: never held back (a role or a call's id cut short would break the
+/// client that reads it whole), and a piece that completes a known secret with the pieces
+/// before it is replaced with `[redacted]` whole.
+const JOINED_FIELDS: [&str; 2] = ["role", "id"];
+
+/// How much of a joined field's earlier pieces is kept to find a secret that a piece completes.
+const JOINED_KEEP: usize = 4096;
 
 /// Redaction of a stream of server-sent events.
 #[derive(Debug, Default)]
@@ -122,6 +130,8 @@ struct Text {
     /// Where its last piece was (to give held text back there).
     last: Vec<Step>,
     redactor: StreamRedactor,
+    /// For a joined field, the end of what was sent of it (at most [`JOINED_KEEP`] bytes).
+    sent: String,
 }
 
 /// A step from a choice down to one of its strings.
@@ -176,7 +186,10 @@ impl Texts {
                         continue;
                     }
                     steps.push(Step::Key(key.clone()));
-                    let this = self.visit(value, steps);
+                    let this = match value {
+                        Value::String(text) if JOINED_FIELDS.contains(&key.as_str()) => self.joined(steps, text),
+                        _ => self.visit(value, steps),
+                    };
                     steps.pop();
                     token_changed |= this && key == "token";
                     changed |= this;
@@ -195,13 +208,39 @@ impl Texts {
         }
     }
 
+    /// `text`, the next piece of the joined field at `steps`: `[redacted]` when, joined to the
+    /// pieces before it, it completes a known secret; else as it came. Whether it changed.
+    fn joined(&mut self, steps: &[Step], text: &mut String) -> bool {
+        let path = format!("{}#joined", path_of(steps));
+        let at = match self.0.iter().position(|t| t.path == path) {
+            Some(at) => at,
+            None => {
+                self.0.push(Text { path, last: Vec::new(), redactor: StreamRedactor::new(), sent: String::new() });
+                self.0.len() - 1
+            }
+        };
+        let Some(field) = self.0.get_mut(at) else { return false };
+        let joined = format!("{}{text}", field.sent);
+        let completes = secrets::contains(joined.as_bytes()) && !secrets::contains(field.sent.as_bytes());
+        if completes {
+            *text = secrets::REDACTED.to_owned();
+        }
+        field.sent.push_str(text);
+        if field.sent.len() > JOINED_KEEP {
+            let cut = field.sent.len() - JOINED_KEEP;
+            let cut = (cut..field.sent.len()).find(|&i| field.sent.is_char_boundary(i)).unwrap_or(field.sent.len());
+            field.sent.drain(..cut);
+        }
+        completes
+    }
+
     /// `text`, the next piece of the text at `steps`, redacted; whether it changed.
     fn piece(&mut self, steps: &[Step], text: &mut String) -> bool {
         let path = path_of(steps);
         let at = match self.0.iter().position(|t| t.path == path) {
             Some(at) => at,
             None => {
-                self.0.push(Text { path, last: Vec::new(), redactor: StreamRedactor::new() });
+                self.0.push(Text { path, last: Vec::new(), redactor: StreamRedactor::new(), sent: String::new() });
                 self.0.len() - 1
             }
         };

@@ -43,7 +43,7 @@ async fn the_document_lists_every_endpoint() {
     POST   /v1/runs 202,400,403,503
     POST   /v1/runs/{id}/abort 200,403,404,409
     POST   /v1/runs/{id}/answer 202,400,403,404,409
-    POST   /v1/validate 200,400,404,422
+    POST   /v1/validate 200,400,404,422,503
     ");
     // The run spec is the one the code derives.
     let spec = &doc["components"]["schemas"]["RunSpec"];
