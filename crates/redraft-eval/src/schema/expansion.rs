@@ -10,17 +10,19 @@ use serde_json::Value;
 /// The most subschemas one value may meet, `$ref`s expanded.
 pub(super) const MAX_EXPANDED_SUBSCHEMAS: u64 = 100_000;
 
-/// Keywords whose values are data, not schemas.
-const DATA_KEYWORDS: [&str; 5] = ["enum", "const", "examples", "default", "required"];
-
 /// The size of `root` with references into it expanded, counted up to a little past `limit`.
 /// A reference back to a schema on the current path counts one: it recurses only as deep as
 /// the value does. References are resolved as a validator resolves them, against the base URI
 /// of the schema they stand in (`$id`, `id`, relative ones included): by JSON pointer, anchor
 /// (`$anchor`, `$dynamicAnchor`, a plain-name `$id: "#name"`) or embedded resource. One to
 /// another document (a sibling schema file) counts one.
-pub(super) fn expanded_size(root: &Value, limit: u64) -> u64 {
-    let Ok(base) = url::Url::parse(ROOT_BASE) else { return 0 };
+///
+/// A reference must name a subschema: a schema in a place the validator reads one (under
+/// `$defs`, `properties`, `allOf`, …, see `stop::subschemas`), never data (`default`, `enum`)
+/// or an unknown keyword's value, which are neither probed nor counted. One that does not is
+/// the error.
+pub(super) fn expanded_size(root: &Value, limit: u64) -> Result<u64, String> {
+    let Ok(base) = url::Url::parse(ROOT_BASE) else { return Ok(0) };
     let mut walk = Walk {
         resources: HashMap::new(),
         anchors: HashMap::new(),
@@ -28,10 +30,15 @@ pub(super) fn expanded_size(root: &Value, limit: u64) -> u64 {
         memo: HashMap::new(),
         path: Vec::new(),
         limit,
+        stray: None,
     };
     walk.resources.insert(without_fragment(&base), root);
     walk.collect(root, &base);
-    walk.size(root)
+    let size = walk.size(root);
+    match walk.stray {
+        Some(reference) => Err(reference),
+        None => Ok(size),
+    }
 }
 
 /// The base URI of a schema without an `$id` of its own.
@@ -49,6 +56,8 @@ struct Walk<'a> {
     /// The references being expanded, by their targets' addresses.
     path: Vec<*const Value>,
     limit: u64,
+    /// A reference that names no subschema.
+    stray: Option<String>,
 }
 
 fn without_fragment(url: &url::Url) -> String {
@@ -78,54 +87,41 @@ impl<'a> Walk<'a> {
                     }
                 }
                 self.bases.insert(node, base.clone());
-                for (key, value) in fields {
-                    if !DATA_KEYWORDS.contains(&key.as_str()) {
-                        self.collect(value, &base);
-                    }
+                for subschema in super::stop::subschemas(fields) {
+                    self.collect(subschema, &base);
                 }
             }
-            Value::Array(items) => items.iter().for_each(|item| self.collect(item, base)),
+            Value::Bool(_) => {
+                self.bases.insert(node, base.clone());
+            }
             _ => {}
         }
     }
 
     fn size(&mut self, node: &'a Value) -> u64 {
-        match node {
-            Value::Object(fields) => {
-                let mut total: u64 = 1;
-                for (key, value) in fields {
-                    if total > self.limit {
-                        break;
-                    }
-                    let part = match (key.as_str(), value) {
-                        (k, _) if DATA_KEYWORDS.contains(&k) => 0,
-                        ("$ref" | "$dynamicRef" | "$recursiveRef", Value::String(reference)) => {
-                            self.reference(node, reference)
-                        }
-                        (_, Value::Object(_) | Value::Array(_)) => self.size(value),
-                        _ => 0,
-                    };
-                    total = total.saturating_add(part);
-                }
-                total
+        let Value::Object(fields) = node else { return 1 };
+        let mut total: u64 = 1;
+        for key in ["$ref", "$dynamicRef", "$recursiveRef"] {
+            if let Some(Value::String(reference)) = fields.get(key) {
+                total = total.saturating_add(self.reference(node, reference));
             }
-            Value::Array(items) => {
-                let mut total: u64 = 0;
-                for item in items {
-                    if total > self.limit {
-                        break;
-                    }
-                    total = total.saturating_add(self.size(item));
-                }
-                total
-            }
-            _ => 0,
         }
+        for subschema in super::stop::subschemas(fields) {
+            if total > self.limit {
+                break;
+            }
+            total = total.saturating_add(self.size(subschema));
+        }
+        total
     }
 
     fn reference(&mut self, from: &'a Value, reference: &str) -> u64 {
         let Some(target) = self.resolve(from, reference) else { return 1 };
         let address: *const Value = target;
+        if !self.bases.contains_key(&address) {
+            self.stray.get_or_insert_with(|| reference.to_owned());
+            return 1;
+        }
         if self.path.contains(&address) {
             return 1;
         }
@@ -195,9 +191,9 @@ mod tests {
 
     #[test]
     fn references_used_twice_at_each_level_grow_as_a_power_of_two() {
-        let small = expanded_size(&doubling(10), MAX_EXPANDED_SUBSCHEMAS);
+        let small = expanded_size(&doubling(10), MAX_EXPANDED_SUBSCHEMAS).unwrap();
         assert!((2_048..20_000).contains(&small), "{small}");
-        assert!(expanded_size(&doubling(40), MAX_EXPANDED_SUBSCHEMAS) > MAX_EXPANDED_SUBSCHEMAS);
+        assert!(expanded_size(&doubling(40), MAX_EXPANDED_SUBSCHEMAS).unwrap() > MAX_EXPANDED_SUBSCHEMAS);
     }
 
     #[test]
@@ -222,7 +218,7 @@ mod tests {
             defs.insert("a40".into(), json!({"$id": names(40).0, "type": "string"}));
             root["definitions"] = Value::Object(defs);
             root["$ref"] = json!(names(0).0);
-            let size = expanded_size(&root, MAX_EXPANDED_SUBSCHEMAS);
+            let size = expanded_size(&root, MAX_EXPANDED_SUBSCHEMAS).unwrap();
             assert!(size > MAX_EXPANDED_SUBSCHEMAS, "{size}: {root}");
         }
     }
@@ -234,9 +230,22 @@ mod tests {
             "children": {"type": "array", "items": {"$ref": "#n"}},
             "parent": {"$ref": "#/$defs/node"}
         }}}, "$ref": "#"});
-        let size = expanded_size(&tree, MAX_EXPANDED_SUBSCHEMAS);
+        let size = expanded_size(&tree, MAX_EXPANDED_SUBSCHEMAS).unwrap();
         assert!(size < 100, "{size}");
         let values: Vec<Value> = (0..50_000).map(|i| json!({"id": i})).collect();
-        assert!(expanded_size(&json!({"enum": values}), MAX_EXPANDED_SUBSCHEMAS) < 5);
+        assert!(expanded_size(&json!({"enum": values}), MAX_EXPANDED_SUBSCHEMAS).unwrap() < 5);
+    }
+
+    #[test]
+    fn a_reference_must_name_a_subschema_not_data_nor_an_unknown_keyword() {
+        for root in [
+            json!({"default": {"a": {"type": "string"}}, "$ref": "#/default/a"}),
+            json!({"x": {"r": {"type": "string"}}, "$ref": "#/x/r"}),
+        ] {
+            let error = expanded_size(&root, MAX_EXPANDED_SUBSCHEMAS).unwrap_err();
+            assert!(root.to_string().contains(&error), "{error}: {root}");
+        }
+        let fine = json!({"$defs": {"a": {"items": [{"type": "string"}]}}, "$ref": "#/$defs/a/items/0"});
+        assert!(expanded_size(&fine, MAX_EXPANDED_SUBSCHEMAS).is_ok());
     }
 }

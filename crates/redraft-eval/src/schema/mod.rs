@@ -178,7 +178,14 @@ impl SchemaEvaluator {
                 message: "a schema must be a JSON object or a boolean".into(),
             });
         }
-        let expanded = expansion::expanded_size(&schema, expansion::MAX_EXPANDED_SUBSCHEMAS);
+        let expanded = expansion::expanded_size(&schema, expansion::MAX_EXPANDED_SUBSCHEMAS).map_err(|reference| {
+            SchemaError::Invalid {
+                origin: origin.text.clone(),
+                message: format!(
+                    "`$ref` `{reference}` names no subschema (a value under `default`, `enum`, `const` or a keyword JSON Schema does not know)\nhint: put the schema it refers to under `$defs` and refer to it there"
+                ),
+            }
+        })?;
         if expanded > expansion::MAX_EXPANDED_SUBSCHEMAS {
             return Err(SchemaError::Invalid {
                 origin: origin.text,

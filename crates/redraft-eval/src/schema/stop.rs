@@ -68,7 +68,7 @@ pub(super) fn under<T>(cancel: &CancelFlag, work: impl FnOnce() -> T) -> Option<
 }
 
 /// Keywords whose value is one subschema.
-const ONE: [&str; 13] = [
+pub(super) const ONE: [&str; 13] = [
     "not",
     "if",
     "then",
@@ -84,9 +84,9 @@ const ONE: [&str; 13] = [
     "extends",
 ];
 /// Keywords whose value is an array of subschemas.
-const MANY: [&str; 5] = ["allOf", "anyOf", "oneOf", "prefixItems", "items"];
+pub(super) const MANY: [&str; 5] = ["allOf", "anyOf", "oneOf", "prefixItems", "items"];
 /// Keywords whose value maps names to subschemas.
-const NAMED: [&str; 6] =
+pub(super) const NAMED: [&str; 6] =
     ["properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"];
 
 /// `schema` with the probe in every subschema (object) it holds, found by the keywords that
@@ -96,6 +96,22 @@ pub(super) fn probed(schema: &Value) -> Value {
     let mut schema = schema.clone();
     add_probes(&mut schema);
     schema
+}
+
+/// The subschemas directly below the schema object `fields`, by the keywords that hold them
+/// (the same ones [`probed`] follows): each is probed, counted and may be referred to.
+pub(super) fn subschemas(fields: &Map<String, Value>) -> Vec<&Value> {
+    let mut found = Vec::new();
+    for (key, value) in fields {
+        let key = key.as_str();
+        match value {
+            Value::Object(_) if ONE.contains(&key) => found.push(value),
+            Value::Array(items) if MANY.contains(&key) => found.extend(items.iter()),
+            Value::Object(named) if NAMED.contains(&key) => found.extend(named.values()),
+            _ => {}
+        }
+    }
+    found
 }
 
 fn add_probes(schema: &mut Value) {
