@@ -11,14 +11,15 @@
 //! back, redacted, with the chunk that finishes its choice. A whole (not streamed) completion is
 //! redacted the same way, at once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use redraft::core::secrets::{self, StreamRedactor};
 use serde_json::{Map, Value};
 
-/// Fields of a choice whose values a client takes as they come rather than joining them across
-/// chunks: redacted whole in each chunk, never held back.
-const NAMING_FIELDS: [&str; 2] = ["type", "finish_reason"];
+/// Fields whose values a client takes as they come rather than joining them across chunks
+/// (anywhere below a choice): redacted whole in each chunk, never held back. A choice's own
+/// `finish_reason` is one too; one elsewhere (in a delta) is text like any other.
+const NAMING_FIELDS: [&str; 2] = ["index", "type"];
 
 /// Fields a client reads whole from the chunk that brings them, but that the OpenAI SDK also
 /// joins across chunks: never held back (a role or a call's id cut short would break the
@@ -116,9 +117,14 @@ enum Mode {
     Whole,
 }
 
-/// The streamed texts of each choice, by the choice's index.
+/// The streamed texts of each choice, by the choice's index, and the choices that finished.
 #[derive(Debug, Default)]
-struct Choices(HashMap<u64, Texts>);
+struct Choices {
+    texts: HashMap<u64, Texts>,
+    /// A finished choice's held text was given back: whatever comes for it later is dropped (a
+    /// client would append it to what was given back, a secret's second half to its first).
+    finished: HashSet<u64>,
+}
 
 /// A choice's streamed texts: each field path (array elements as `*`), in order of appearance.
 #[derive(Debug, Default)]
@@ -146,17 +152,29 @@ impl Choices {
     /// Redact the texts of `chunk`'s choices; whether any changed.
     fn redact(&mut self, chunk: &mut Value, mode: Mode) -> bool {
         let Some(choices) = chunk.get_mut("choices").and_then(Value::as_array_mut) else { return false };
-        let mut changed = false;
+        let index_of =
+            |position: usize, choice: &Value| choice.get("index").and_then(Value::as_u64).unwrap_or(position as u64);
+        let before = choices.len();
+        let mut position = 0;
+        choices.retain(|choice| {
+            let index = index_of(position, choice);
+            position += 1;
+            !self.finished.contains(&index)
+        });
+        let mut changed = choices.len() != before;
         for (position, choice) in choices.iter_mut().enumerate() {
-            let index = choice.get("index").and_then(Value::as_u64).unwrap_or(position as u64);
+            let index = index_of(position, choice);
             let finished = choice.get("finish_reason").is_some_and(|f| !f.is_null());
-            let texts = self.0.entry(index).or_default();
+            let texts = self.texts.entry(index).or_default();
             changed |= texts.visit(choice, &mut Vec::new());
             if (finished || mode == Mode::Whole)
-                && let Some(texts) = self.0.remove(&index)
+                && let Some(texts) = self.texts.remove(&index)
                 && let Some(fields) = choice.as_object_mut()
             {
                 changed |= texts.give_back(fields);
+                if mode == Mode::Streamed {
+                    self.finished.insert(index);
+                }
             }
         }
         changed
@@ -182,7 +200,7 @@ impl Texts {
                 let mut changed = false;
                 let mut token_changed = false;
                 for (key, value) in fields.iter_mut() {
-                    if key == "index" || NAMING_FIELDS.contains(&key.as_str()) {
+                    if NAMING_FIELDS.contains(&key.as_str()) || (steps.is_empty() && key == "finish_reason") {
                         continue;
                     }
                     steps.push(Step::Key(key.clone()));
@@ -211,7 +229,15 @@ impl Texts {
     /// `text`, the next piece of the joined field at `steps`: `[redacted]` when, joined to the
     /// pieces before it, it completes a known secret; else as it came. Whether it changed.
     fn joined(&mut self, steps: &[Step], text: &mut String) -> bool {
-        let path = format!("{}#joined", path_of(steps));
+        // Keyed by each element's own `index`, as a client joins them (one tool call's id).
+        let mut path = String::from("#joined");
+        for step in steps {
+            match step {
+                Step::Key(key) => path.push_str(&format!("/{}", key.replace('~', "~0").replace('/', "~1"))),
+                Step::Element(Some(index)) => path.push_str(&format!("/{index}")),
+                Step::Element(None) => path.push_str("/*"),
+            }
+        }
         let at = match self.0.iter().position(|t| t.path == path) {
             Some(at) => at,
             None => {

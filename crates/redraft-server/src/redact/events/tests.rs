@@ -276,3 +276,50 @@ fn a_secret_split_across_the_ids_and_roles_a_client_joins_is_redacted() {
     assert_eq!(sent["choices"][0]["delta"]["role"], "assistant");
     assert_eq!(sent["choices"][0]["delta"]["tool_calls"][0]["id"], "call_abct");
 }
+
+#[test]
+fn a_finished_choice_gets_nothing_more_and_joined_fields_are_keyed_by_call() {
+    secrets::register(KEY);
+    let half = KEY.len() / 2;
+    let (first, second) = (&KEY[..half], &KEY[half..]);
+    let streamed = |chunks: Vec<Value>| {
+        let mut redactor = EventRedactor::default();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            out.extend(redactor.push(format!("data: {chunk}\n\n").as_bytes()));
+        }
+        out.extend(redactor.finish());
+        String::from_utf8(out).unwrap()
+    };
+    // Text after the choice's finish: a client appends it to the held text given back.
+    let text = streamed(vec![
+        chunk(json!({"index": 0, "delta": {"content": first, "refusal": first}, "finish_reason": "stop"})),
+        chunk(json!({"index": 0, "delta": {"content": second, "refusal": second}})),
+    ]);
+    let texts = rebuilt(&client_events(text.as_bytes()));
+    assert!(!texts["0/delta/content"].contains(KEY) && !texts["0/delta/refusal"].contains(KEY), "{text}");
+    assert!(!text.contains(second), "{text}");
+    // A `finish_reason` inside a delta is text like any other.
+    let text = streamed(vec![
+        chunk(json!({"index": 0, "delta": {"finish_reason": first}})),
+        chunk(json!({"index": 0, "delta": {"finish_reason": second}, "finish_reason": "stop"})),
+    ]);
+    assert!(!rebuilt(&client_events(text.as_bytes()))["0/delta/finish_reason"].contains(KEY), "{text}");
+    // Two tool calls interleaved: each call's id is joined on its own, as a client joins it.
+    let call =
+        |index: u64, id: &str| json!({"index": index, "id": id, "type": "function", "function": {"arguments": ""}});
+    let text = streamed(vec![
+        chunk(json!({"index": 0, "delta": {"tool_calls": [call(0, first)]}})),
+        chunk(json!({"index": 0, "delta": {"tool_calls": [call(1, "call_zzzzzz")]}})),
+        chunk(json!({"index": 0, "delta": {"tool_calls": [call(0, second)]}, "finish_reason": "tool_calls"})),
+    ]);
+    let events = client_events(text.as_bytes());
+    let ids: String = events
+        .iter()
+        .filter_map(|e| serde_json::from_str::<Value>(e).ok())
+        .flat_map(|c| c["choices"][0]["delta"]["tool_calls"].as_array().cloned().unwrap_or_default())
+        .filter(|t| t["index"] == 0)
+        .filter_map(|t| t["id"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(ids, format!("{first}[redacted]"), "{text}");
+}
