@@ -65,9 +65,15 @@ pub async fn end_strays(within: Duration) -> Strays {
 fn kill_below(deadline: std::time::Instant) -> Strays {
     let mut killed = std::collections::HashSet::new();
     loop {
-        let live = live_tree().unwrap_or_else(live_descendants);
+        let mut live = live_tree().unwrap_or_else(live_descendants);
         if live.is_empty() {
-            return Strays { killed: killed.len(), alive: 0 };
+            // The walk is not one atomic look: a process that died while it went on handed its
+            // children here after this process's own list was read. They are in that list by
+            // the time the dead one shows as dead, so a second walk sees them.
+            live = live_tree().unwrap_or_else(live_descendants);
+            if live.is_empty() {
+                return Strays { killed: killed.len(), alive: 0 };
+            }
         }
         for &pid in &live {
             if sys::send_signal(pid, libc::SIGKILL).is_ok() {

@@ -156,8 +156,9 @@ async fn end_strays(what: &str) -> Result<(), String> {
     }
     if strays.alive > 0 {
         let message = format!(
-            "{} process(es) the agent started could not be ended (a kill cannot reach a process stuck in the kernel, waiting on a file system that never answers, say), and nothing runs beside them: the workspace is not read nor the verifier run\nhint: run the agent with `--sandbox`, whose PID namespace ends every process with it",
-            strays.alive
+            "{} process(es) the agent started were still alive after {} of killing (one stuck in the kernel cannot be killed, and thousands of processes take long to end), and nothing runs beside them: the workspace is not read nor the verifier run\nhint: run the agent with `--sandbox`, whose PID namespace ends every process with it",
+            strays.alive,
+            redraft::core::duration::format(STRAYS_WITHIN)
         );
         eprintln!("warning: {message}");
         return Err(message);
