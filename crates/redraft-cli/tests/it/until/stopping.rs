@@ -25,8 +25,10 @@ async fn a_verifier_past_the_timeout_is_killed_with_its_children() {
             "slow",
             "--max-iter",
             "1",
+            // Long enough that a loaded machine reads the workspace and starts the verifier
+            // within it; far shorter than the verifier's 30 s.
             "--attempt-timeout",
-            "1s",
+            "3s",
             "--",
             "sh",
             "-c",
