@@ -88,7 +88,7 @@ pub async fn validate(
         // Compiling a schema computes (its patterns among others): off the request threads.
         (None, Some(schema)) => tokio::task::spawn_blocking(move || SchemaEvaluator::of(&schema, formats))
             .await
-            .map_err(|e| ApiError::bad_request("invalid_schema", format!("the schema could not be compiled: {e}")))?
+            .map_err(|e| ApiError::internal(format!("compiling the schema failed: {e}")))?
             .map(|schema| Arc::new(schema) as Arc<dyn Evaluator>)
             .map_err(|e| ApiError::bad_request("invalid_schema", e.to_string()))?,
         (Some(name), None) => {

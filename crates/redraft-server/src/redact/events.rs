@@ -226,18 +226,8 @@ impl Texts {
         }
     }
 
-    /// `text`, the next piece of the joined field at `steps`: `[redacted]` when, joined to the
-    /// pieces before it, it completes a known secret; else as it came. Whether it changed.
-    fn joined(&mut self, steps: &[Step], text: &mut String) -> bool {
-        // Keyed by each element's own `index`, as a client joins them (one tool call's id).
-        let mut path = String::from("#joined");
-        for step in steps {
-            match step {
-                Step::Key(key) => path.push_str(&format!("/{}", key.replace('~', "~0").replace('/', "~1"))),
-                Step::Element(Some(index)) => path.push_str(&format!("/{index}")),
-                Step::Element(None) => path.push_str("/*"),
-            }
-        }
+    /// The text at `path`, made when it is new.
+    fn text(&mut self, path: String) -> &mut Text {
         let at = match self.0.iter().position(|t| t.path == path) {
             Some(at) => at,
             None => {
@@ -245,7 +235,14 @@ impl Texts {
                 self.0.len() - 1
             }
         };
-        let Some(field) = self.0.get_mut(at) else { return false };
+        &mut self.0[at]
+    }
+
+    /// `text`, the next piece of the joined field at `steps`: `[redacted]` when, joined to the
+    /// pieces before it, it completes a known secret; else as it came. Whether it changed.
+    fn joined(&mut self, steps: &[Step], text: &mut String) -> bool {
+        // Keyed by each element's own `index`, as a client joins them (one tool call's id).
+        let field = self.text(format!("#joined{}", path_of(steps, Elements::ByIndex)));
         let joined = format!("{}{text}", field.sent);
         let completes = secrets::contains(joined.as_bytes()) && !secrets::contains(field.sent.as_bytes());
         if completes {
@@ -262,15 +259,7 @@ impl Texts {
 
     /// `text`, the next piece of the text at `steps`, redacted; whether it changed.
     fn piece(&mut self, steps: &[Step], text: &mut String) -> bool {
-        let path = path_of(steps);
-        let at = match self.0.iter().position(|t| t.path == path) {
-            Some(at) => at,
-            None => {
-                self.0.push(Text { path, last: Vec::new(), redactor: StreamRedactor::new(), sent: String::new() });
-                self.0.len() - 1
-            }
-        };
-        let Some(stream) = self.0.get_mut(at) else { return false };
+        let stream = self.text(path_of(steps, Elements::Any));
         stream.last = steps.to_vec();
         let out = stream.redactor.push(text.as_bytes());
         if out == text.as_bytes() {
@@ -319,7 +308,7 @@ impl Texts {
 }
 
 /// A text's key: its field path, array elements as `*`.
-fn path_of(steps: &[Step]) -> String {
+fn path_of(steps: &[Step], elements: Elements) -> String {
     let mut path = String::new();
     for step in steps {
         match step {
@@ -327,10 +316,18 @@ fn path_of(steps: &[Step]) -> String {
                 path.push('/');
                 path.push_str(&key.replace('~', "~0").replace('/', "~1"));
             }
+            Step::Element(Some(index)) if elements == Elements::ByIndex => path.push_str(&format!("/{index}")),
             Step::Element(_) => path.push_str("/*"),
         }
     }
     path
+}
+
+/// How a path names array elements: all as one (`*`), or each by its `index` field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Elements {
+    Any,
+    ByIndex,
 }
 
 /// Put `addition` (built by [`Texts::give_back`]) into `target`: strings appended, objects
